@@ -1,0 +1,1 @@
+"""Reference checkpoints: one module per chapter, the code each chapter builds."""

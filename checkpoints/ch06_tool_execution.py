@@ -1,0 +1,40 @@
+"""Chapter 06: execute one tool call against a registry.
+
+Every failure becomes an error result for the call, with the call's toolCallId and toolName;
+nothing raises out of the executor except cancellation.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from jsonschema.exceptions import best_match
+
+from course.messages import ToolCall, ToolResultMessage, tool_result
+from course.tools import Registry, ToolExecutionContext, error_result
+
+
+async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExecutionContext) -> ToolResultMessage:
+    tool = registry.get(call["name"])
+    if tool is None:
+        return error_result(call, f"Tool {call['name']} not found")
+
+    error = best_match(tool.validator.iter_errors(call["arguments"]))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "arguments"
+        return error_result(call, f"Invalid arguments for tool {call['name']} at {where}: {error.message}")
+
+    try:
+        # The tool gets its own copy: the arguments also live in the transcript's assistant message.
+        output = await tool.execute(copy.deepcopy(call["arguments"]), context)
+    except Exception as exc:
+        return error_result(call, str(exc) or type(exc).__name__)
+
+    if not isinstance(output, dict) or not isinstance(output.get("content"), list):
+        return error_result(call, f"Tool {call['name']} returned {type(output).__name__}, not a dict with a content list")
+    return tool_result(
+        call,
+        output["content"],
+        is_error=bool(output.get("isError", False)),
+        details=output.get("details"),
+    )

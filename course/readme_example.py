@@ -1,0 +1,50 @@
+"""The chapter 07 opening example: ask for README.md, read it, answer with the project name.
+
+The read tool here is the chapter's in-memory stand-in (chapter 08 builds the real one).
+"""
+
+from __future__ import annotations
+
+from course.messages import AssistantMessage, ToolCall, assistant_message, text, tool_call, user_message
+from course.tools import Tool, ToolExecutionContext, ToolOutput
+
+SYSTEM_PROMPT = "You are tiny-pi, a small agent runtime."
+QUESTION = "请读取 README.md，并告诉我项目名。"
+README = "# tiny-pi\nA small agent runtime."
+
+READ_PARAMETERS = {
+    "type": "object",
+    "properties": {"path": {"type": "string", "description": "File to read, relative to the workspace"}},
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+
+def read_call(call_id: str = "call-1", path: str = "README.md") -> ToolCall:
+    return tool_call(call_id, "read", {"path": path})
+
+
+def first_answer() -> AssistantMessage:
+    return assistant_message([text("我先读取项目说明。"), read_call()], "toolUse")
+
+
+def final_answer() -> AssistantMessage:
+    return assistant_message([text("项目名是 tiny-pi。")], "stop")
+
+
+def context() -> dict:
+    return {"systemPrompt": SYSTEM_PROMPT, "messages": [user_message(QUESTION)]}
+
+
+def memory_read_tool(files: dict[str, str] | None = None) -> Tool:
+    """A `read` that serves fixed contents from memory (README.md by default)."""
+    files = {"README.md": README} if files is None else files
+
+    async def execute(arguments: dict, context: ToolExecutionContext) -> ToolOutput:
+        path = arguments["path"]
+        if path not in files:
+            raise FileNotFoundError(f"No such file: {path}")
+        return {"content": [text(files[path])]}
+
+    return Tool(name="read", description="Read a text file from the workspace.", parameters=READ_PARAMETERS,
+                execute=execute)

@@ -1,0 +1,77 @@
+"""ScriptedModel: an offline model that answers from a script, for tests and the demo."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Union
+
+from course.abort import AbortSignal
+from course.clock import now
+from course.messages import AssistantMessage
+from course.stream import AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
+
+Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
+
+
+def compact_json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class ScriptedModel:
+    """Answers the n-th request with the n-th scripted response.
+
+    A response is an assistant message (a template: the model stamps its timestamp when it
+    answers) or a function of the request returning one. Each request is kept as a deep copy in
+    `requests` unless `record_requests=False` (benchmarks, where copying would dominate).
+    """
+
+    def __init__(self, responses: list[Response], *, record_requests: bool = True) -> None:
+        self.responses = list(responses)
+        self.requests: list[ModelRequest] = []
+        self.request_count = 0
+        self._record = record_requests
+
+    def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> AssistantMessageEventStream:
+        index = self.request_count
+        self.request_count += 1
+        if self._record:
+            self.requests.append(copy.deepcopy(request))
+        return AssistantMessageEventStream(self._answer(index, request, signal))
+
+    async def _answer(self, index: int, request: ModelRequest, signal: AbortSignal | None) -> AsyncIterator[ModelEvent]:
+        if signal is not None and signal.aborted:
+            yield error_event("aborted", "Request was aborted")
+            return
+        if index >= len(self.responses):
+            yield error_event("error", f"ScriptedModel has no response for request {index + 1}")
+            return
+        response = self.responses[index]
+        if callable(response):
+            response = response(request)  # read-only: it is the loop's own list
+            if inspect.isawaitable(response):
+                response = await response
+        message: AssistantMessage = copy.deepcopy(response)
+        message["timestamp"] = now()
+
+        yield {"type": "start"}
+        streamed = 0
+        for block in message["content"]:
+            if signal is not None and signal.aborted:
+                break
+            if block["type"] == "text":
+                yield {"type": "text_delta", "contentIndex": streamed, "delta": block["text"]}
+            elif block["type"] == "toolCall":
+                yield {"type": "toolcall_delta", "contentIndex": streamed, "delta": compact_json(block["arguments"])}
+                yield {"type": "toolcall_end", "contentIndex": streamed, "toolCall": block}
+            streamed += 1
+
+        if signal is not None and signal.aborted:
+            # Like a provider: an aborted answer keeps what was fully streamed before the abort.
+            yield error_event("aborted", "Request was aborted", message["content"][:streamed])
+        elif message["stopReason"] in ("error", "aborted"):
+            yield {"type": "error", "reason": message["stopReason"], "error": message}
+        else:
+            yield {"type": "done", "reason": message["stopReason"], "message": message}

@@ -1,0 +1,29 @@
+"""A syrupy extension that stores each scenario as one readable text file.
+
+A failing comparison starts with the first divergent line (section, index, expected, got)
+before syrupy's own diff, so a student sees where the run went wrong, not a wall of text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from course.timeline import first_divergence
+
+
+class RunSnapshotExtension(SingleFileSnapshotExtension):
+    file_extension = "txt"
+    _write_mode = WriteMode.TEXT
+
+    def serialize(self, data: Any, **kwargs: Any) -> str:
+        return data if isinstance(data, str) else data.render()
+
+    def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
+        divergence = first_divergence(str(snapshot_data), str(serialized_data))
+        if divergence is not None:
+            yield from divergence.describe().splitlines()
+            yield ""
+        yield from super().diff_lines(serialized_data, snapshot_data)

@@ -1,0 +1,177 @@
+"""The model side: model events and the stream a provider returns from `model.stream()`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal, Protocol, TypedDict
+
+from course.abort import AbortSignal
+from course.messages import AssistantMessage, ToolCall, assistant_message
+
+
+class StartEvent(TypedDict):
+    type: Literal["start"]
+
+
+class TextDeltaEvent(TypedDict):
+    type: Literal["text_delta"]
+    contentIndex: int
+    delta: str
+
+
+class ToolCallDeltaEvent(TypedDict):
+    type: Literal["toolcall_delta"]
+    contentIndex: int
+    delta: str
+
+
+class ToolCallEndEvent(TypedDict):
+    type: Literal["toolcall_end"]
+    contentIndex: int
+    toolCall: ToolCall
+
+
+class DoneEvent(TypedDict):
+    type: Literal["done"]
+    reason: Literal["stop", "toolUse", "length"]
+    message: AssistantMessage
+
+
+class ErrorEvent(TypedDict):
+    type: Literal["error"]
+    reason: Literal["error", "aborted"]
+    error: AssistantMessage
+
+
+ModelEvent = StartEvent | TextDeltaEvent | ToolCallDeltaEvent | ToolCallEndEvent | DoneEvent | ErrorEvent
+
+
+class ModelRequest(TypedDict):
+    systemPrompt: str
+    messages: list[Any]
+    tools: list[dict[str, Any]]
+
+
+class Model(Protocol):
+    def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> "AssistantMessageEventStream": ...
+
+
+def error_event(reason: Literal["error", "aborted"], error_message: str, content: list | None = None) -> ErrorEvent:
+    """The event that ends a failed stream, carrying an assistant message with `errorMessage`."""
+    message = assistant_message(content or [], reason, error_message=error_message)
+    return {"type": "error", "reason": reason, "error": message}
+
+
+class AssistantMessageEventStream:
+    """`async for event in stream` yields model events; `await stream.result()` gives the final message.
+
+    Events come either from `push()` (a provider filling the stream from its own task) or, when a
+    `source` async iterator is given, are pulled from it as the consumer asks. Either way the stream
+    never raises: a source that fails or stops early ends it with an `error` event.
+    """
+
+    def __init__(self, source: AsyncIterator[ModelEvent] | None = None) -> None:
+        self._source = source.__aiter__() if source is not None else None
+        self._queue: deque[ModelEvent] = deque()
+        self._final: AssistantMessage | None = None
+        self._wakeup: asyncio.Future[None] | None = None
+
+    def push(self, event: ModelEvent) -> None:
+        """Add one event; `done` or `error` ends the stream and later pushes are ignored."""
+        if self._final is not None:
+            return
+        self._queue.append(event)
+        if event["type"] == "done":
+            self._final = event["message"]
+        elif event["type"] == "error":
+            self._final = event["error"]
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def _next_event_arrives(self) -> None:
+        if self._source is None:
+            self._wakeup = asyncio.get_running_loop().create_future()
+            await self._wakeup
+            return
+        try:
+            event = await self._source.__anext__()
+        except StopAsyncIteration:
+            event = error_event("error", "Model stream ended without a done or error event")
+        except Exception as exc:  # a provider bug must end the stream, not the run
+            event = error_event("error", str(exc) or type(exc).__name__)
+        self.push(event)
+
+    def __aiter__(self) -> "AssistantMessageEventStream":
+        return self
+
+    async def __anext__(self) -> ModelEvent:
+        while not self._queue:
+            if self._final is not None:
+                raise StopAsyncIteration
+            await self._next_event_arrives()
+        return self._queue.popleft()
+
+    async def result(self) -> AssistantMessage:
+        """The final assistant message (waits for, or pulls, the rest of the stream)."""
+        while self._final is None:
+            await self._next_event_arrives()
+        return self._final
+
+
+_STOP_REASONS = ("stop", "toolUse", "length", "error", "aborted")
+
+
+def assistant_problem(message: object) -> str | None:
+    """What makes `message` not a well-formed assistant message, or None."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return f"Model returned {type(message).__name__} instead of an assistant message"
+    if message.get("stopReason") not in _STOP_REASONS:
+        return f"Model returned an unknown stopReason {message.get('stopReason')!r}"
+    content = message.get("content")
+    if not isinstance(content, list):
+        return "Model returned an assistant message whose content is not a list"
+    for index, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            continue
+        if kind == "toolCall" and isinstance(block.get("id"), str) and isinstance(block.get("name"), str) \
+                and isinstance(block.get("arguments"), dict):
+            continue
+        return f"Model returned a malformed content block at index {index}"
+    return None
+
+
+def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> AssistantMessageEventStream:
+    """Hold a provider to the stream contract whatever it does.
+
+    `open_stream()` raising, its iteration raising, its `result()` raising or returning something
+    that is not an assistant message: each ends the returned stream with an `error` event whose
+    message has `stopReason: "error"` and an `errorMessage`. Cancellation is never caught.
+    """
+
+    async def events() -> AsyncIterator[ModelEvent]:
+        try:
+            stream = open_stream()
+            terminal = None
+            async for event in stream:
+                if isinstance(event, dict) and event.get("type") in ("done", "error"):
+                    terminal = event
+                    break
+                yield event
+            message = await stream.result()
+        except Exception as exc:
+            yield error_event("error", f"Model stream failed: {str(exc) or type(exc).__name__}")
+            return
+        problem = assistant_problem(message)
+        if problem is not None:
+            yield error_event("error", problem)
+        elif terminal is not None and (terminal.get("message") or terminal.get("error")) is message:
+            yield terminal
+        elif message["stopReason"] in ("error", "aborted"):
+            yield {"type": "error", "reason": message["stopReason"], "error": message}
+        else:
+            yield {"type": "done", "reason": message["stopReason"], "message": message}
+
+    return AssistantMessageEventStream(events())

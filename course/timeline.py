@@ -1,0 +1,175 @@
+"""A finished run in the chapter's own notation, and where two such texts first differ.
+
+The text has sections (`## observations`, `## timeline`, `## transcript`, `## requests`,
+`## messages`); snapshots store it, the demo prints it, and `first_divergence` names the first
+line where an actual run departs from the expected one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+SECTION_PREFIX = "## "
+
+
+def _quote(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"]
+    return " ".join(parts)
+
+
+def _short(s: str, limit: int = 100) -> str:
+    first, _, rest = s.partition("\n")
+    if rest or len(first) > limit:
+        return first[:limit] + " ..."
+    return first
+
+
+def _call_summary(call: dict) -> str:
+    values = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in call["arguments"].values()]
+    return f"{call['name']}({', '.join([call['id'], *values])})"
+
+
+def event_line(event: dict) -> str:
+    """One loop event, e.g. `model_event(text_delta "…")`, `tool_start(call-1)`, `turn_end(stop)`."""
+    kind = event["type"]
+    if kind == "model_event":
+        inner = event["event"]
+        name = inner.get("type")
+        if name == "text_delta":
+            return f"model_event(text_delta {_quote(inner['delta'])})"
+        if name == "toolcall_delta":
+            return f"model_event(toolcall_delta '{inner['delta']}')"
+        if name == "toolcall_end":
+            return f"model_event(toolcall_end {inner['toolCall']['id']})"
+        if name == "done":
+            return f"model_event(done: {inner['reason']})"
+        if name == "error":
+            return f"model_event(error: {inner['reason']} {_quote(inner['error'].get('errorMessage', ''))})"
+        return f"model_event({name})"
+    if kind == "assistant_message":
+        return f"assistant_message({event['message']['stopReason']})"
+    if kind == "tool_start":
+        return f"tool_start({event['call']['id']})"
+    if kind == "tool_progress":
+        return f"tool_progress({event['callId']} {_quote(_text_of(event['content']))})"
+    if kind in ("tool_end", "tool_skipped"):
+        result = event["result"]
+        flag = " error" if result.get("isError") and kind == "tool_end" else ""
+        return f"{kind}({result['toolCallId']}{flag})"
+    if kind == "turn_end":
+        return f"turn_end({event['reason']})"
+    return f"{kind}(?)"
+
+
+def message_row(message: dict) -> str:
+    """One transcript row, like the chapter's `assistant     我先读取项目说明。 + read(call-1, README.md)`."""
+    role = message["role"]
+    if role == "user":
+        summary = _text_of(message["content"])
+    elif role == "assistant":
+        parts = []
+        texts = _text_of(message["content"])
+        if texts:
+            parts.append(texts)
+        parts += [_call_summary(b) for b in message["content"] if b.get("type") == "toolCall"]
+        summary = f"[{message['stopReason']}] " + " + ".join(parts)
+        if "errorMessage" in message:
+            summary += f" (errorMessage: {message['errorMessage']})"
+    else:
+        arrow = "✗" if message.get("isError") else "→"
+        summary = f"{message['toolCallId']} {arrow} {_short(_text_of(message['content']))}"
+    return f"{role:<12}{summary}".rstrip()
+
+
+def request_row(request: dict) -> str:
+    roles = " → ".join(m["role"] for m in request["messages"])
+    tools = ", ".join(t["name"] for t in request["tools"]) or "none"
+    return f"system {_quote(request['systemPrompt'])} | tools {tools} | messages {roles}"
+
+
+def _numbered(lines: list[str]) -> list[str]:
+    width = len(str(len(lines)))
+    return [f"{i:>{width}}  {line}" for i, line in enumerate(lines, 1)]
+
+
+def render_run(
+    *,
+    events: list[dict],
+    messages: list[dict],
+    requests: list[dict] | None,
+    observations: dict[str, Any],
+    include_messages_json: bool = True,
+) -> str:
+    """The whole run as the snapshot text (and the demo's output)."""
+    out = [SECTION_PREFIX + "observations"]
+    width = max(len(k) for k in observations)
+    out += [f"{k:<{width}}  {v}" for k, v in observations.items()]
+    out += ["", SECTION_PREFIX + "timeline", *_numbered([event_line(e) for e in events])]
+    out += ["", SECTION_PREFIX + "transcript", *_numbered([message_row(m) for m in messages])]
+    if requests is not None:
+        out += ["", SECTION_PREFIX + "requests", *_numbered([request_row(r) for r in requests])]
+    if include_messages_json:
+        out += ["", SECTION_PREFIX + "messages", json.dumps(messages, ensure_ascii=False, indent=2)]
+    return "\n".join(out) + "\n"
+
+
+def sections(text: str) -> list[tuple[str, list[str]]]:
+    """Split a rendered run into (section name, lines)."""
+    found: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith(SECTION_PREFIX):
+            found.append((line[len(SECTION_PREFIX):], []))
+        elif found:
+            found[-1][1].append(line)
+        else:
+            found.append(("", [line]))
+    return found
+
+
+@dataclass
+class Divergence:
+    """The first line where the actual run departs from the expected one."""
+
+    section: str
+    index: int  # 1-based line number within the section
+    expected: str | None  # None: the actual run has an extra line here
+    actual: str | None  # None: the actual run stopped early
+
+    def describe(self) -> str:
+        expected = "(nothing)" if self.expected is None else self.expected
+        actual = "(nothing)" if self.actual is None else self.actual
+        return f"first divergence in {self.section}, line {self.index}:\n  expected: {expected}\n  got:      {actual}"
+
+
+# The order in which divergences are reported: the event stream first, since it is where a loop
+# goes wrong first; the JSON last, since it only adds detail.
+_PRIORITY = ["timeline", "transcript", "observations", "requests", "messages"]
+
+
+_NUMBER = re.compile(r"^\s*\d+  ")
+
+
+def first_divergence(expected: str, actual: str) -> Divergence | None:
+    expected_sections = dict(sections(expected))
+    actual_sections = dict(sections(actual))
+    names = sorted(set(expected_sections) | set(actual_sections),
+                   key=lambda n: _PRIORITY.index(n) if n in _PRIORITY else len(_PRIORITY))
+    for name in names:
+        # Compare without the line numbers: their width changes with the number of lines.
+        want = [_NUMBER.sub("", line) for line in expected_sections.get(name, []) if line.strip()]
+        got = [_NUMBER.sub("", line) for line in actual_sections.get(name, []) if line.strip()]
+        for i in range(max(len(want), len(got))):
+            w = want[i] if i < len(want) else None
+            g = got[i] if i < len(got) else None
+            if w != g:
+                return Divergence(section=name, index=i + 1, expected=w, actual=g)
+    return None

@@ -1,0 +1,81 @@
+"""Tools and the registry the loop draws tool definitions and executors from."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+
+from course.abort import AbortSignal
+from course.messages import TextContent, ToolCall, ToolResultMessage, text, tool_result
+
+
+class ToolOutput(TypedDict):
+    content: list[TextContent]
+    details: NotRequired[Any]
+    isError: NotRequired[bool]
+
+
+@dataclass
+class ToolExecutionContext:
+    """What a running tool gets besides its arguments."""
+
+    signal: AbortSignal | None = None
+    """The run's abort signal; a long tool should watch it."""
+    report_progress: Callable[[list[TextContent]], None] = lambda content: None
+    """Report partial output; the loop forwards it as a tool_progress event with the call's id."""
+
+
+@dataclass
+class Tool:
+    """A tool the model may call: a JSON Schema for its arguments and an async `execute`."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Callable[[dict[str, Any], ToolExecutionContext], Awaitable[ToolOutput]]
+    validator: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        cls = validators.validator_for(self.parameters)
+        try:
+            cls.check_schema(self.parameters)
+        except schema_errors.SchemaError as error:
+            raise ValueError(f"Tool {self.name} has an invalid parameters schema: {error.message}") from None
+        self.validator = cls(self.parameters)  # built once per tool, not once per call
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": copy.deepcopy(self.parameters)}
+
+
+class Registry:
+    """The tools of one run, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"Tool {tool.name} is registered twice")
+            self._tools[tool.name] = tool
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """What the model is told it may call: name, description and parameters of each tool."""
+        return [tool.definition() for tool in self._tools.values()]
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+def error_result(call: ToolCall, message: str, *, details: Any = None) -> ToolResultMessage:
+    """An error result answering `call`: the model reads `message`, never a traceback."""
+    return tool_result(call, [text(message)], is_error=True, details=details)

@@ -1,0 +1,31 @@
+"""Shared by every chapter's tests: a deterministic clock, the run snapshot format, section keywords."""
+
+import pytest
+
+from course.clock import StepClock, use_clock
+from course.snapshot import RunSnapshotExtension
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "section(name): the chapter section a scenario comes from; `pytest -k NAME` selects it"
+    )
+
+
+def pytest_collection_modifyitems(items):
+    # `-k 单工具往返` selects by the chapter's own section names, while ids and snapshot files stay ASCII.
+    for item in items:
+        for mark in item.iter_markers("section"):
+            item.extra_keyword_matches.add(mark.args[0])
+
+
+@pytest.fixture(autouse=True)
+def step_clock():
+    """Timestamps 1, 2, 3, ... in creation order, so snapshots hold them exactly."""
+    with use_clock(StepClock()) as clock:
+        yield clock
+
+
+@pytest.fixture
+def snapshot(snapshot):
+    return snapshot.use_extension(RunSnapshotExtension)

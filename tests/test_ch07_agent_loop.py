@@ -1,0 +1,209 @@
+"""Chapter 07: the agent loop. One class per chapter section; `pytest -k <section>` selects it."""
+
+import asyncio
+
+import pytest
+
+from course import readme_example as readme
+from course.abort import AbortController
+from course.harness import load_checkpoint, run_loop
+from course.messages import assistant_message, text, tool_call, tool_result, user_message
+from course.scripted import ScriptedModel
+from course.tools import Registry
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def ch07():
+    return load_checkpoint("ch07_agent_loop")
+
+
+def probe(replies, *, gates=None, before=None):
+    """An injected executor: answers each call id from `replies` (an exception is raised),
+    after waiting on that id's gate, if any, and calling `before(call, context)`, if given."""
+    gates = gates or {}
+
+    async def execute(call, context):
+        if before is not None:
+            before(call, context)
+        if call["id"] in gates:
+            await gates[call["id"]].wait()
+        reply = replies[call["id"]]
+        if isinstance(reply, Exception):
+            raise reply
+        return tool_result(call, [text(reply)])
+
+    return execute
+
+
+@pytest.mark.section("纯文本 stop")
+class TestPureStop:
+    async def test_pure_stop(self, ch07, snapshot):
+        model = ScriptedModel([assistant_message([text("你好，我是 tiny-pi。")], "stop")])
+        run = await run_loop(ch07, model=model, context={"systemPrompt": readme.SYSTEM_PROMPT,
+                                                        "messages": [user_message("你好")]})
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, len(model.requests)) == ("stop", 1, 1)
+
+
+@pytest.mark.section("单工具往返")
+class TestSingleToolRoundTrip:
+    async def test_readme_round_trip(self, ch07, snapshot):
+        context = readme.context()
+        context["tools"] = [{"name": "stale", "description": "left over from an earlier run", "parameters": {}}]
+        caller_messages = context["messages"]
+        model = ScriptedModel([readme.first_answer(), readme.final_answer()])
+
+        run = await run_loop(ch07, model=model, context=context, tools=Registry([readme.memory_read_tool()]))
+        assert run.render() == snapshot
+
+        assert (run.reason, run.steps, len(model.requests), run.executions) == ("stop", 2, 2, ["read"])
+        assert [m["role"] for m in model.requests[1]["messages"]] == ["user", "assistant", "toolResult"]
+        assert all(r["tools"] == Registry([readme.memory_read_tool()]).definitions() for r in model.requests)
+        assert context["messages"] is caller_messages and len(caller_messages) == 1
+
+    async def test_progress_reports_carry_the_call_id(self, ch07, snapshot):
+        def report(call, context):
+            context.report_progress([text("reading 1 of 2 lines")])
+            context.report_progress([text("reading 2 of 2 lines")])
+
+        model = ScriptedModel([readme.first_answer(), readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(),
+                             execute_tool_call=probe({"call-1": readme.README}, before=report))
+        assert run.render() == snapshot
+        progress = [e for e in run.events if e["type"] == "tool_progress"]
+        assert [e["callId"] for e in progress] == ["call-1", "call-1"]
+
+    async def test_unknown_tool_becomes_an_error_result_the_model_sees(self, ch07, snapshot):
+        model = ScriptedModel([
+            assistant_message([tool_call("call-1", "write", {"path": "README.md"})], "toolUse"),
+            assistant_message([text("没有 write 工具。")], "stop"),
+        ])
+        run = await run_loop(ch07, model=model, context=readme.context(), tools=Registry([readme.memory_read_tool()]))
+        assert run.render() == snapshot
+        assert model.requests[1]["messages"][-1]["isError"] is True
+
+
+# The chapter 07 issue's table: stopReason, calls in the message, how the run finishes.
+NON_EXECUTING = {
+    "length": (assistant_message([text("我先读取"), readme.read_call()], "length"), "length"),
+    "error": (assistant_message([readme.read_call()], "error", error_message="upstream 500"), "error"),
+    "aborted": (assistant_message([readme.read_call()], "aborted", error_message="Request was aborted"), "aborted"),
+    "stop_with_calls": (assistant_message([text("完成"), readme.read_call()], "stop"), "error"),
+    "tool_use_without_calls": (assistant_message([text("我要用工具")], "toolUse"), "error"),
+}
+
+
+@pytest.mark.section("非执行终态")
+class TestNonExecutingTerminals:
+    @pytest.mark.parametrize("row", list(NON_EXECUTING))
+    async def test_terminal_row(self, ch07, snapshot, row):
+        answer, finish = NON_EXECUTING[row]
+        model = ScriptedModel([answer, readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(), tools=Registry([readme.memory_read_tool()]))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, len(model.requests), run.executions) == (finish, 1, 1, [])
+        assert not any(e["type"] in ("tool_start", "tool_end") for e in run.events)
+
+    async def test_length_with_two_calls_starts_neither(self, ch07, snapshot):
+        # The chapter's closing exercise: correct is executionCount = 0 and two tool_skipped.
+        answer = assistant_message([readme.read_call("call-1"), readme.read_call("call-2", "NOTES.md")], "length")
+        run = await run_loop(ch07, model=ScriptedModel([answer]), context=readme.context(),
+                             execute_tool_call=probe({"call-1": "a", "call-2": "b"}))
+        assert run.render() == snapshot
+        assert run.executions == []
+        assert [e["type"] for e in run.events].count("tool_skipped") == 2
+
+
+@pytest.mark.section("并发工具")
+class TestConcurrentTools:
+    async def test_fast_finishes_first_results_stay_in_call_order(self, ch07, snapshot):
+        slow_may_finish = asyncio.Event()
+
+        def release_slow_after_fast(event):
+            if event["type"] == "tool_end" and event["result"]["toolCallId"] == "fast-call":
+                slow_may_finish.set()
+
+        model = ScriptedModel([
+            assistant_message([tool_call("slow-call", "slow", {}), tool_call("fast-call", "fast", {})], "toolUse"),
+            assistant_message([text("两个都完成了。")], "stop"),
+        ])
+        run = await run_loop(ch07, model=model, context=readme.context(), on_event=release_slow_after_fast,
+                             execute_tool_call=probe({"slow-call": "slow done", "fast-call": "fast done"},
+                                                     gates={"slow-call": slow_may_finish}))
+        assert run.render() == snapshot
+        ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
+        appended = [m["toolCallId"] for m in run.messages if m["role"] == "toolResult"]
+        assert (ends, appended) == (["fast-call", "slow-call"], ["slow-call", "fast-call"])
+
+    async def test_rejecting_executor_does_not_lose_its_sibling(self, ch07, snapshot):
+        model = ScriptedModel([
+            assistant_message([readme.read_call("call-1"), readme.read_call("call-2", "NOTES.md")], "toolUse"),
+            assistant_message([text("一个失败，一个成功。")], "stop"),
+        ])
+        run = await run_loop(ch07, model=model, context=readme.context(),
+                             execute_tool_call=probe({"call-1": RuntimeError("disk on fire"), "call-2": "notes"}))
+        assert run.render() == snapshot
+        failed = run.messages[2]
+        assert (failed["toolCallId"], failed["toolName"], failed["isError"]) == ("call-1", "read", True)
+        assert failed["content"] == [text("disk on fire")] and "Traceback" not in str(run.messages)
+        assert run.messages[3]["content"] == [text("notes")]
+
+
+@pytest.mark.section("取消与上限")
+class TestAbortAndMaxSteps:
+    async def test_abort_before_start(self, ch07, snapshot):
+        controller = AbortController()
+        controller.abort()
+        context = readme.context()
+        model = ScriptedModel([readme.first_answer()])
+        run = await run_loop(ch07, model=model, context=context, signal=controller.signal)
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, model.requests, run.messages) == ("aborted", 0, [], context["messages"])
+
+    async def test_abort_during_tool_keeps_its_result(self, ch07, snapshot):
+        controller = AbortController()
+        model = ScriptedModel([readme.first_answer(), readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
+                             execute_tool_call=probe({"call-1": readme.README},
+                                                     before=lambda call, context: controller.abort()))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, len(model.requests)) == ("aborted", 1, 1)
+        assert run.messages[-1]["toolCallId"] == "call-1" and run.messages[-1]["isError"] is False
+
+    async def test_abort_while_streaming_pairs_the_streamed_call(self, ch07, snapshot):
+        controller = AbortController()
+
+        def abort_once_the_call_streamed(event):
+            if event["type"] == "model_event" and event["event"]["type"] == "toolcall_end":
+                controller.abort()
+
+        model = ScriptedModel([readme.first_answer(), readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
+                             on_event=abort_once_the_call_streamed, execute_tool_call=probe({"call-1": readme.README}))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, run.executions) == ("aborted", 1, [])
+
+    async def test_max_steps_one(self, ch07, snapshot):
+        model = ScriptedModel([readme.first_answer(), readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(), max_steps=1,
+                             tools=Registry([readme.memory_read_tool()]))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, len(model.requests)) == ("maxSteps", 1, 1)
+        assert [m["role"] for m in run.messages] == ["user", "assistant", "toolResult"]
+
+    async def test_default_max_steps_is_32(self, ch07, snapshot):
+        def another_read(request):
+            n = len(request["messages"]) // 2 + 1
+            return assistant_message([readme.read_call(f"call-{n}")], "toolUse")
+
+        model = ScriptedModel([another_read] * 40)
+        run = await run_loop(ch07, model=model, context=readme.context(), tools=Registry([readme.memory_read_tool()]))
+        assert run.render(messages_json=False) == snapshot
+        assert (run.reason, run.steps, len(model.requests), len(run.executions)) == ("maxSteps", 32, 32, 32)
+
+    @pytest.mark.parametrize("max_steps", [0, -1, 1.5])
+    async def test_max_steps_must_be_a_positive_integer(self, ch07, max_steps):
+        with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+            await run_loop(ch07, model=ScriptedModel([]), context=readme.context(), max_steps=max_steps)
