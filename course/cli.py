@@ -32,13 +32,22 @@ def demo(args: argparse.Namespace) -> int:
     return 0 if not run.problems else 1
 
 
+def register(commands) -> None:
+    demo_parser = commands.add_parser("demo", help="run the chapter 07 README round trip (the default)")
+    demo_parser.add_argument("--json", action="store_true", help="also print the transcript as JSON")
+    demo_parser.set_defaults(handler=demo)
+
+
+# Each command module has `register(commands)`, adding its subcommand; this list is the CLI.
+COMMANDS = [register]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description=__doc__)
     parser.set_defaults(handler=demo, json=False)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    demo_parser = commands.add_parser("demo", help="run the chapter 07 README round trip (the default)")
-    demo_parser.add_argument("--json", action="store_true", help="also print the transcript as JSON")
-    demo_parser.set_defaults(handler=demo)
+    for add_command in COMMANDS:
+        add_command(commands)
     return parser
 
 

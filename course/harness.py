@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from course.impl import load_checkpoint  # noqa: F401  (tests and the CLI import it from here)
 from course.invariants import check_run
 from course.timeline import render_run
 from course.tools import Registry
-
-
-def load_checkpoint(module_name: str) -> ModuleType:
-    """The chapter module under test (the reference checkpoint)."""
-    return importlib.import_module(f"checkpoints.{module_name}")
 
 
 @dataclass

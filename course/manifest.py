@@ -1,0 +1,40 @@
+"""The chapters of the course, in order. Adding a chapter is one line here, one checkpoint module
+(`checkpoints/<module>.py`) and one test module (`tests/test_<module>.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chapter:
+    number: str
+    """Two digits, as students type it: `course check 07`."""
+    module: str
+    """The checkpoint module's name, in `checkpoints/` and in a student's directory."""
+    title: str
+    """What the chapter builds."""
+
+    @property
+    def keyword(self) -> str:
+        """What `pytest -k` selects the chapter by."""
+        return f"ch{self.number}"
+
+    @property
+    def test_file(self) -> str:
+        return f"tests/test_{self.module}.py"
+
+
+CHAPTERS: list[Chapter] = [
+    Chapter("06", "ch06_tool_execution", "Executing one tool call"),
+    Chapter("07", "ch07_agent_loop", "The agent loop"),
+]
+
+
+def find_chapter(number: str) -> Chapter:
+    wanted = number.removeprefix("ch").zfill(2)
+    for chapter in CHAPTERS:
+        if chapter.number == wanted:
+            return chapter
+    known = ", ".join(c.number for c in CHAPTERS)
+    raise LookupError(f"No chapter {number!r}; the chapters are {known}")
