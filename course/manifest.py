@@ -24,6 +24,11 @@ class Chapter:
     def test_file(self) -> str:
         return f"tests/test_{self.module}.py"
 
+    @property
+    def snapshot_dir(self) -> str:
+        """Where the chapter's snapshot files live (one per scenario)."""
+        return f"tests/__snapshots__/test_{self.module}"
+
 
 CHAPTERS: list[Chapter] = [
     Chapter("06", "ch06_tool_execution", "Executing one tool call"),

@@ -27,29 +27,34 @@ def tool(name, execute, parameters=None):
 @pytest.mark.section("工具执行")
 class TestExecuteToolCall:
     async def test_success(self, ch06, snapshot):
+        """a valid call returns the tool's content as a toolResult with the call's id."""
         call = readme.read_call()
         result = await ch06.execute_tool_call(call, Registry([readme.memory_read_tool()]), ToolExecutionContext())
         assert (result["toolCallId"], result["isError"], result["content"]) == ("call-1", False, [text(readme.README)])
         assert as_text(result) == snapshot
 
     async def test_unknown_tool(self, ch06, snapshot):
+        """an unknown tool name becomes the error result 'Tool <name> not found'."""
         result = await ch06.execute_tool_call(tool_call("call-1", "write", {}), Registry(), ToolExecutionContext())
         assert result["content"] == [text("Tool write not found")] and result["isError"] is True
         assert as_text(result) == snapshot
 
     async def test_invalid_arguments(self, ch06, snapshot):
+        """arguments that fail the tool's JSON Schema become an error result naming the tool."""
         registry = Registry([readme.memory_read_tool()])
         result = await ch06.execute_tool_call(tool_call("call-1", "read", {"path": 7}), registry, ToolExecutionContext())
         assert result["isError"] is True and "read" in result["content"][0]["text"]
         assert as_text(result) == snapshot
 
     async def test_missing_required_argument(self, ch06, snapshot):
+        """a missing required argument becomes an error result; the tool does not run."""
         registry = Registry([readme.memory_read_tool()])
         result = await ch06.execute_tool_call(tool_call("call-1", "read", {}), registry, ToolExecutionContext())
         assert result["isError"] is True
         assert as_text(result) == snapshot
 
     async def test_raising_tool(self, ch06, snapshot):
+        """a tool that raises becomes an error result with its message, no traceback."""
         async def explode(arguments, context):
             raise OSError("disk on fire")
 
@@ -59,6 +64,7 @@ class TestExecuteToolCall:
         assert as_text(result) == snapshot
 
     async def test_raising_tool_with_empty_message_names_the_type(self, ch06):
+        """a tool raising an exception without a message gets the exception's type name as text."""
         async def explode(arguments, context):
             raise KeyError()
 
@@ -67,6 +73,7 @@ class TestExecuteToolCall:
         assert result["content"] == [text("KeyError")] and result["isError"] is True
 
     async def test_tool_reported_error_and_details(self, ch06, snapshot):
+        """a tool's own isError and details are kept in the result."""
         async def grep(arguments, context):
             return {"content": [text("no match")], "details": {"matches": 0}, "isError": True}
 
@@ -76,6 +83,7 @@ class TestExecuteToolCall:
         assert as_text(result) == snapshot
 
     async def test_tool_returning_garbage(self, ch06, snapshot):
+        """a tool returning something that is not {content: [...]} becomes an error result."""
         async def garbage(arguments, context):
             return "not a result"
 
@@ -85,6 +93,7 @@ class TestExecuteToolCall:
         assert as_text(result) == snapshot
 
     async def test_tool_cannot_change_the_calls_arguments(self, ch06):
+        """the tool gets a copy of the arguments: the call in the transcript stays as it was."""
         async def meddle(arguments, context):
             arguments["path"] = "/etc/passwd"
             return {"content": [text("ok")]}
@@ -94,7 +103,9 @@ class TestExecuteToolCall:
         assert call["arguments"] == {"path": "README.md"}
 
 
+@pytest.mark.section("工具执行")
 def test_invalid_schema_is_refused_when_the_tool_is_made():
+    """a tool with an invalid parameters schema is refused when it is made."""
     async def execute(arguments, context):
         return {"content": []}
 
@@ -102,6 +113,8 @@ def test_invalid_schema_is_refused_when_the_tool_is_made():
         tool("bad", execute, parameters={"type": "no-such-type"})
 
 
+@pytest.mark.section("工具执行")
 def test_duplicate_tool_names_are_refused():
+    """a registry refuses two tools with the same name."""
     with pytest.raises(ValueError, match="registered twice"):
         Registry([readme.memory_read_tool(), readme.memory_read_tool()])

@@ -40,6 +40,7 @@ def probe(replies, *, gates=None, before=None):
 @pytest.mark.section("纯文本 stop")
 class TestPureStop:
     async def test_pure_stop(self, ch07, snapshot):
+        """a stop answer without tool calls ends the run after one request."""
         model = ScriptedModel([assistant_message([text("你好，我是 tiny-pi。")], "stop")])
         run = await run_loop(ch07, model=model, context={"systemPrompt": readme.SYSTEM_PROMPT,
                                                         "messages": [user_message("你好")]})
@@ -50,6 +51,7 @@ class TestPureStop:
 @pytest.mark.section("单工具往返")
 class TestSingleToolRoundTrip:
     async def test_readme_round_trip(self, ch07, snapshot):
+        """call-1's result goes into the second model request; the context's stale tools are not forwarded."""
         context = readme.context()
         context["tools"] = [{"name": "stale", "description": "left over from an earlier run", "parameters": {}}]
         caller_messages = context["messages"]
@@ -64,6 +66,7 @@ class TestSingleToolRoundTrip:
         assert context["messages"] is caller_messages and len(caller_messages) == 1
 
     async def test_progress_reports_carry_the_call_id(self, ch07, snapshot):
+        """tool_progress events carry the call id of the tool reporting them."""
         def report(call, context):
             context.report_progress([text("reading 1 of 2 lines")])
             context.report_progress([text("reading 2 of 2 lines")])
@@ -76,6 +79,7 @@ class TestSingleToolRoundTrip:
         assert [e["callId"] for e in progress] == ["call-1", "call-1"]
 
     async def test_unknown_tool_becomes_an_error_result_the_model_sees(self, ch07, snapshot):
+        """an unknown tool becomes an error result the model sees in its next request."""
         model = ScriptedModel([
             assistant_message([tool_call("call-1", "write", {"path": "README.md"})], "toolUse"),
             assistant_message([text("没有 write 工具。")], "stop"),
@@ -99,6 +103,7 @@ NON_EXECUTING = {
 class TestNonExecutingTerminals:
     @pytest.mark.parametrize("row", list(NON_EXECUTING))
     async def test_terminal_row(self, ch07, snapshot, row):
+        """{row} must not start tools: every call gets a skipped result and the run ends."""
         answer, finish = NON_EXECUTING[row]
         model = ScriptedModel([answer, readme.final_answer()])
         run = await run_loop(ch07, model=model, context=readme.context(), tools=Registry([readme.memory_read_tool()]))
@@ -107,6 +112,7 @@ class TestNonExecutingTerminals:
         assert not any(e["type"] in ("tool_start", "tool_end") for e in run.events)
 
     async def test_length_with_two_calls_starts_neither(self, ch07, snapshot):
+        """length with two calls starts neither tool and skips both."""
         # The chapter's closing exercise: correct is executionCount = 0 and two tool_skipped.
         answer = assistant_message([readme.read_call("call-1"), readme.read_call("call-2", "NOTES.md")], "length")
         run = await run_loop(ch07, model=ScriptedModel([answer]), context=readme.context(),
@@ -119,6 +125,7 @@ class TestNonExecutingTerminals:
 @pytest.mark.section("并发工具")
 class TestConcurrentTools:
     async def test_fast_finishes_first_results_stay_in_call_order(self, ch07, snapshot):
+        """tools run together: tool_end in finishing order, results appended in call order."""
         slow_may_finish = asyncio.Event()
 
         def release_slow_after_fast(event):
@@ -138,12 +145,21 @@ class TestConcurrentTools:
         assert (ends, appended) == (["fast-call", "slow-call"], ["slow-call", "fast-call"])
 
     async def test_rejecting_executor_does_not_lose_its_sibling(self, ch07, snapshot):
+        """an executor that raises becomes that call's error result; its sibling's result is kept."""
         model = ScriptedModel([
             assistant_message([readme.read_call("call-1"), readme.read_call("call-2", "NOTES.md")], "toolUse"),
             assistant_message([text("一个失败，一个成功。")], "stop"),
         ])
-        run = await run_loop(ch07, model=model, context=readme.context(),
-                             execute_tool_call=probe({"call-1": RuntimeError("disk on fire"), "call-2": "notes"}))
+        # call-2 ends after call-1, whichever task the event loop starts first (`course snapshots verify`).
+        call_1_ended = asyncio.Event()
+
+        def release_call_2(event):
+            if event["type"] == "tool_end" and event["result"]["toolCallId"] == "call-1":
+                call_1_ended.set()
+
+        run = await run_loop(ch07, model=model, context=readme.context(), on_event=release_call_2,
+                             execute_tool_call=probe({"call-1": RuntimeError("disk on fire"), "call-2": "notes"},
+                                                     gates={"call-2": call_1_ended}))
         assert run.render() == snapshot
         failed = run.messages[2]
         assert (failed["toolCallId"], failed["toolName"], failed["isError"]) == ("call-1", "read", True)
@@ -154,6 +170,7 @@ class TestConcurrentTools:
 @pytest.mark.section("取消与上限")
 class TestAbortAndMaxSteps:
     async def test_abort_before_start(self, ch07, snapshot):
+        """a signal aborted before the run makes no model request."""
         controller = AbortController()
         controller.abort()
         context = readme.context()
@@ -163,6 +180,7 @@ class TestAbortAndMaxSteps:
         assert (run.reason, run.steps, model.requests, run.messages) == ("aborted", 0, [], context["messages"])
 
     async def test_abort_during_tool_keeps_its_result(self, ch07, snapshot):
+        """an abort during a tool keeps its result and prevents the next model request."""
         controller = AbortController()
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
         run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
@@ -173,6 +191,7 @@ class TestAbortAndMaxSteps:
         assert run.messages[-1]["toolCallId"] == "call-1" and run.messages[-1]["isError"] is False
 
     async def test_abort_while_streaming_pairs_the_streamed_call(self, ch07, snapshot):
+        """an abort while streaming pairs the streamed call with a skipped result and starts no tool."""
         controller = AbortController()
 
         def abort_once_the_call_streamed(event):
@@ -186,6 +205,7 @@ class TestAbortAndMaxSteps:
         assert (run.reason, run.steps, run.executions) == ("aborted", 1, [])
 
     async def test_max_steps_one(self, ch07, snapshot):
+        """max_steps=1 makes one request, runs its tools, and ends with maxSteps."""
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
         run = await run_loop(ch07, model=model, context=readme.context(), max_steps=1,
                              tools=Registry([readme.memory_read_tool()]))
@@ -194,6 +214,7 @@ class TestAbortAndMaxSteps:
         assert [m["role"] for m in run.messages] == ["user", "assistant", "toolResult"]
 
     async def test_default_max_steps_is_32(self, ch07, snapshot):
+        """without max_steps the loop stops after 32 model requests."""
         def another_read(request):
             n = len(request["messages"]) // 2 + 1
             return assistant_message([readme.read_call(f"call-{n}")], "toolUse")
@@ -205,5 +226,6 @@ class TestAbortAndMaxSteps:
 
     @pytest.mark.parametrize("max_steps", [0, -1, 1.5])
     async def test_max_steps_must_be_a_positive_integer(self, ch07, max_steps):
+        """max_steps={max_steps} is refused with a ValueError before any request."""
         with pytest.raises(ValueError, match="max_steps must be a positive integer"):
             await run_loop(ch07, model=ScriptedModel([]), context=readme.context(), max_steps=max_steps)
