@@ -119,7 +119,8 @@ def status(args: argparse.Namespace) -> int:
             failing = [s.scenario.split("::")[-1] for s in in_section if not s.passed]
             done = sum(s.passed for s in in_section)
             marks = "".join("●" if s.passed else "○" for s in in_section)
-            rows.append((chapter.number, section, f"{done}/{len(in_section)}", marks, ", ".join(failing)))
+            more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
+            rows.append((chapter.number, section, f"{done}/{len(in_section)}", marks, ", ".join(failing[:3]) + more))
     headers = ("chapter", "section", "passed", "scenarios", "failing")
     widths = [max(_width(r[i]) for r in [headers, *rows]) for i in range(4)]
     for row in [headers, *rows]:

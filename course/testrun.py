@@ -41,7 +41,7 @@ def course_root() -> Path:
 
 def shown(path: str | Path) -> str:
     """A path as the user can type it here: relative to the current directory when inside it."""
-    absolute = Path(path).resolve()
+    absolute = Path(os.path.abspath(path))  # not resolve(): a venv's python is a symlink to keep
     try:
         return str(absolute.relative_to(Path.cwd()))
     except ValueError:
