@@ -1,0 +1,107 @@
+"""`course snapshots update` and `course snapshots verify`: the instructor's side of the snapshots.
+
+Snapshots belong to the reference: `update` regenerates them from the reference checkpoints only
+and says, per chapter, which files it added, changed or removed. `verify` runs every chapter's
+tests several times, each under another task start order (`--schedule-seed`), and fails if any
+run fails or any rendered run differs from the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from course.manifest import CHAPTERS, Chapter, find_chapter
+from course.testrun import course_root, run_tests
+from course.timeline import first_divergence
+
+
+def _chapters(number: str | None) -> list[Chapter]:
+    return [find_chapter(number)] if number else list(CHAPTERS)
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    if not directory.is_dir():
+        return {}
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def update(args: argparse.Namespace) -> int:
+    """Regenerate the chapters' snapshots from the reference and report what changed."""
+    if args.impl:
+        print("course snapshots update: refused with --impl — snapshots belong to the reference checkpoints, "
+              "so a student implementation can never rewrite what judges it")
+        return 2
+    chapters = _chapters(args.chapter)
+    root = course_root()
+    before = {c.number: _digests(root / c.snapshot_dir) for c in chapters}
+    run = run_tests(chapters, None, extra=["--snapshot-update"])
+    for chapter in chapters:
+        old, new = before[chapter.number], _digests(root / chapter.snapshot_dir)
+        changes = {
+            "added": sorted(set(new) - set(old)),
+            "changed": sorted(name for name in set(old) & set(new) if old[name] != new[name]),
+            "removed": sorted(set(old) - set(new)),
+        }
+        counts = ", ".join(f"{len(names)} {what}" for what, names in changes.items())
+        print(f"chapter {chapter.number} ({chapter.snapshot_dir}/): {counts}, {len(new)} snapshots in all")
+        for what, names in changes.items():
+            for name in names:
+                print(f"  {what:<8} {name}")
+    if not run.passed:
+        print(f"\nthe reference's tests did not pass ({run.describe_exit()}):\n{run.tail()}")
+    return 0 if run.passed else 1
+
+
+def verify(args: argparse.Namespace) -> int:
+    """Run the chapters' tests `--runs` times under different task start orders; every run must pass
+    and render every scenario exactly as the first run did."""
+    chapters = _chapters(args.chapter)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        runs = list(pool.map(lambda seed: run_tests(chapters, args.impl, extra=[f"--schedule-seed={seed}"]),
+                             range(args.runs)))
+    first = {s.file + "::" + s.scenario: s for s in runs[0].scenarios}
+    differences = 0
+    for seed, run in enumerate(runs):
+        order = "asyncio's own start order" if seed == 0 else f"start order seed {seed}"
+        if not run.passed:
+            print(f"run {seed + 1} ({order}): {run.describe_exit()}")
+        for scenario in run.scenarios:
+            key = scenario.file + "::" + scenario.scenario
+            if not scenario.passed:
+                print(f"  {scenario.status}: {key}")
+            baseline = first.get(key)
+            if seed == 0 or baseline is None or baseline.renders == scenario.renders:
+                continue
+            differences += 1
+            print(f"run {seed + 1} ({order}) renders {key} differently from run 1:")
+            for was, now in zip(baseline.renders, scenario.renders):
+                divergence = first_divergence(was, now)
+                if divergence is not None:
+                    print("  " + divergence.describe().replace("\n", "\n  ").replace("expected:", "run 1:   ")
+                          .replace("got:     ", f"run {seed + 1}:   "))
+                    break
+    total = len(runs[0].scenarios)
+    if differences or not all(run.passed for run in runs):
+        print(f"\nnot deterministic: {differences} rendered runs differ, "
+              f"{sum(not run.passed for run in runs)} of {len(runs)} runs failed")
+        return 1
+    print(f"deterministic: {total} scenarios rendered identically in {len(runs)} runs under different task start orders")
+    return 0
+
+
+def register(commands) -> None:
+    parser = commands.add_parser("snapshots", help="instructors: regenerate or verify the reference snapshots")
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
+    update_parser = actions.add_parser("update", help="regenerate snapshots from the reference; report changes")
+    update_parser.add_argument("chapter", metavar="NN", nargs="?", help="one chapter (default: all)")
+    update_parser.add_argument("--impl", help="refused: snapshots come from the reference only")
+    update_parser.set_defaults(handler=update)
+    verify_parser = actions.add_parser("verify", help="fail if any scenario renders differently between runs")
+    verify_parser.add_argument("chapter", metavar="NN", nargs="?", help="one chapter (default: all)")
+    verify_parser.add_argument("--runs", type=int, default=3, help="runs, each with another start order (default 3)")
+    verify_parser.add_argument("--impl", metavar="DIR", help="verify a student's modules instead of the reference")
+    verify_parser.set_defaults(handler=verify)
