@@ -95,6 +95,8 @@ class ScenarioReport:
             record["status"] = "skipped"
         elif report.when == "call" and record["status"] == "pending":
             record["status"] = "passed"
+        if report.when != "call":
+            self.write()  # as it goes: a run killed at its time limit still tells what it reached
         return report
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -103,12 +105,15 @@ class ScenarioReport:
             self.collection_errors.append({"where": report.nodeid, "problem": lines[-1] if lines else "?"})
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.write(int(exitstatus))
+
+    def write(self, exit_status: int | None = None) -> None:
         self.path.write_text(json.dumps({
             "implementation": self.implementation.describe(),
-            "exitStatus": int(exitstatus),
+            "exitStatus": exit_status,
             "scenarios": list(self.records.values()),
             "collectionErrors": self.collection_errors,
-        }, ensure_ascii=False, indent=2), encoding="utf-8")
+        }, ensure_ascii=False), encoding="utf-8")
 
 
 def _new_record(item: pytest.Item) -> dict:
@@ -159,7 +164,8 @@ def _what_went_wrong(item: pytest.Item, call: pytest.CallInfo, implementation: i
                                        "expected": divergence.expected, "got": divergence.actual}
         break
     if call.excinfo is not None and "divergence" not in found and "problem" not in found:
-        found["problem"] = call.excinfo.exconly().strip().splitlines()[0][:300]
+        message = str(call.excinfo.value).strip().splitlines()
+        found["problem"] = f"{call.excinfo.typename}: {message[0]}"[:300] if message else call.excinfo.typename
     if call.excinfo is not None:
         found["where"] = _where_in_implementation(call.excinfo, implementation)
     return found

@@ -146,7 +146,7 @@ def run_tests(
     with tempfile.TemporaryDirectory(prefix="course-") as scratch:
         report = Path(scratch) / "report.json"
         command = [*pytest_command([c.test_file for c in chapters], location, chain),
-                   f"--course-report={report}", "-p", "no:cacheprovider", "-q", *extra]
+                   f"--course-report={report}", "-p", "no:cacheprovider", "-q", "--tb=line", *extra]
         # Its own session, so a time limit kills whatever the student's code started as well.
         child = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, start_new_session=True)
@@ -160,6 +160,9 @@ def run_tests(
         data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
     scenarios = [Scenario(**{k: v for k, v in record.items() if k in Scenario.__dataclass_fields__})
                  for record in data.get("scenarios", [])]
+    for scenario in scenarios:
+        if scenario.status == "pending":  # it was running when the time limit struck
+            scenario.status = "timeout"
     return TestRun(exit_code=exit_code, scenarios=scenarios, output=stdout + stderr,
                    collection_errors=data.get("collectionErrors", []))
 
