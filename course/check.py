@@ -114,17 +114,20 @@ def status(args: argparse.Namespace) -> int:
     rows = []
     for chapter in CHAPTERS:
         scenarios = [s for s in run.scenarios if s.file == chapter.test_file]
+        written = implementation is not None and (Path(implementation) / f"{chapter.module}.py").is_file()
+        code = "yours" if written else "reference"
         for section in dict.fromkeys(s.section or "(no section)" for s in scenarios):
             in_section = [s for s in scenarios if (s.section or "(no section)") == section]
             failing = [s.scenario.split("::")[-1] for s in in_section if not s.passed]
             done = sum(s.passed for s in in_section)
             marks = "".join("●" if s.passed else "○" for s in in_section)
             more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
-            rows.append((chapter.number, section, f"{done}/{len(in_section)}", marks, ", ".join(failing[:3]) + more))
-    headers = ("chapter", "section", "passed", "scenarios", "failing")
-    widths = [max(_width(r[i]) for r in [headers, *rows]) for i in range(4)]
+            rows.append((chapter.number, code, section, f"{done}/{len(in_section)}", marks,
+                         ", ".join(failing[:3]) + more))
+    headers = ("chapter", "code", "section", "passed", "scenarios", "failing")
+    widths = [max(_width(r[i]) for r in [headers, *rows]) for i in range(5)]
     for row in [headers, *rows]:
-        print("  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
+        print("  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
     unfinished = [c for c in CHAPTERS if not all(s.passed for s in run.scenarios if s.file == c.test_file)]
     total = sum(s.passed for s in run.scenarios)
     print(f"\n{total} of {len(run.scenarios)} scenarios pass")

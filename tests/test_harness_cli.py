@@ -170,8 +170,9 @@ def test_a_fresh_starter_fails_every_chapter_and_is_never_overwritten(runs, caps
     assert code == 1
     rows = [line.split() for line in out.splitlines() if line[:2] in ("06", "07")]
     # Only the two chapter 06 tests of course.tools itself pass without the student's code.
-    assert [row[:3] for row in rows] == [["06", "工具执行", "2/11"], ["07", "纯文本", "stop"], ["07", "单工具往返", "0/3"],
-                                         ["07", "非执行终态", "0/6"], ["07", "并发工具", "0/2"], ["07", "取消与上限", "0/8"]]
+    assert [row[:4] for row in rows] == [["06", "yours", "工具执行", "2/11"], ["07", "yours", "纯文本", "stop"],
+                                         ["07", "yours", "单工具往返", "0/3"], ["07", "yours", "非执行终态", "0/6"],
+                                         ["07", "yours", "并发工具", "0/2"], ["07", "yours", "取消与上限", "0/8"]]
     assert "2 of 31 scenarios pass" in out and "next: course check 06 --impl=starter" in out
 
     target = runs.workspace / "starter" / f"{LOOP.module}.py"
