@@ -76,7 +76,7 @@ def report_check(chapter: Chapter, run: TestRun, implementation: str | None, cha
     print(f"\n{passed} of {len(run.scenarios)} scenarios pass — chapter {chapter.number} "
           f"{'passes' if run.passed else 'fails'} ({run.describe_exit()})")
     if not run.passed and not failed:
-        print(run.tail())  # nothing failed by name: pytest's own last lines say why
+        print("pytest said:\n" + run.tail())  # nothing failed by name: pytest's own last lines say why
     return found
 
 
@@ -144,6 +144,9 @@ def watch(args: argparse.Namespace, changes=None) -> int:
     `changes` replaces the file watcher (tests hand in a finite list of change sets)."""
     implementation = default_implementation(args.impl)
     directory = Path(implementation) if implementation else Path(__file__).resolve().parent.parent / "checkpoints"
+    if not directory.is_dir():
+        print(f"course watch: {directory} is not a directory")
+        return 2
     if changes is None:
         import watchfiles  # part of the test extra; imported here so `course check` does not need it
 

@@ -53,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except LookupError as unknown:  # e.g. a chapter number the manifest does not list
+        print(f"course: {unknown.args[0]}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -71,6 +71,9 @@ def grade(args: argparse.Namespace) -> int:
         print(f"course grade: {root} is not a directory of submissions")
         return 2
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    if not folders:
+        print(f"course grade: {root} holds no submission folders")
+        return 1
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(grade_one, chapter, folder, args.timeout) for folder in folders]
@@ -83,19 +86,19 @@ def grade(args: argparse.Namespace) -> int:
         if g.status == "timeout":  # the scenarios after the one that hung never ran
             g.scenarios = {name: g.scenarios.get(name, "not run") for name in names}
             g.total = len(names)
-    write_table(grades, names, args.out)
+    outputs = [out for out in (args.out, args.json) if out]
+    for out in outputs:
+        write_table(grades, names, out, as_json=out == args.json or out.endswith(".json"))
     for g in grades:
         print(f"{g.submission:<24} {g.status:<8} {g.passed:>3}/{g.total:<3} {g.problem}")
-    if args.out:
-        print(f"\nwrote {args.out}")
+    if outputs:
+        print(f"\nwrote {', '.join(outputs)}")
     return 0
 
 
-def write_table(grades: list[Grade], names: list[str], out: str | None) -> None:
-    if not out:
-        return
+def write_table(grades: list[Grade], names: list[str], out: str, *, as_json: bool) -> None:
     path = Path(out)
-    if path.suffix == ".json":
+    if as_json:
         rows = [{"submission": g.submission, "status": g.status, "passed": g.passed, "total": g.total,
                  "problem": g.problem, "scenarios": g.scenarios} for g in grades]
         path.write_text(json.dumps(rows, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -112,7 +115,8 @@ def register(commands) -> None:
     parser = commands.add_parser("grade", help="instructors: grade a folder of submissions into one table")
     parser.add_argument("chapter", metavar="NN", help="the chapter number, e.g. 07")
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="one folder per submission")
-    parser.add_argument("--out", metavar="FILE", help="write the table to FILE (.csv, or .json)")
+    parser.add_argument("--out", metavar="FILE", help="write the table to FILE (CSV; JSON if FILE ends in .json)")
+    parser.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission (default 60)")
     parser.add_argument("--jobs", type=int, default=None, help="submissions at a time (default: the cores)")
     parser.set_defaults(handler=grade)

@@ -157,6 +157,10 @@ def run_tests(
             os.killpg(child.pid, signal.SIGKILL)
             stdout, stderr = child.communicate()
             exit_code = None
+        except BaseException:  # Ctrl-C reaches only this process: the child's session would live on
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            raise
         data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
     scenarios = [Scenario(**{k: v for k, v in record.items() if k in Scenario.__dataclass_fields__})
                  for record in data.get("scenarios", [])]

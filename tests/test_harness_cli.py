@@ -105,7 +105,7 @@ def runs(tmp_path_factory):
 
     launched = Launched(ws)
     launched.start("grade", "grade", "07", "submissions", "--timeout", str(GRADE_TIMEOUT), "--jobs", "4",
-                   "--out", "grades.csv")
+                   "--out", "grades.csv", "--json", "grades.json")
     launched.start("wrong", "check", "07", "--impl", "wrong", "--json", "wrong.json")
     launched.start("correct", "check", "07", "--impl", "correct")
     launched.start("starter", "status", "--impl", "starter")
@@ -259,3 +259,7 @@ def test_grade_reports_each_submission_and_kills_the_hanging_one(runs):
     assert rows["ben"]["TestNonExecutingTerminals::test_terminal_row[length]"] == "failed"
     assert rows["dee"]["TestConcurrentTools::test_rejecting_executor_does_not_lose_its_sibling"] == "not run"
     assert "grading chapter 07: 100%" in err and "5/5" in err  # tqdm's bar
+    as_json = json.loads((runs.workspace / "grades.json").read_text(encoding="utf-8"))
+    assert [(g["submission"], g["status"], g["passed"]) for g in as_json] == [
+        (name, row["status"], int(row["passed"])) for name, row in rows.items()]
+    assert as_json[3]["scenarios"]["TestConcurrentTools::test_fast_finishes_first_results_stay_in_call_order"] == "timeout"
