@@ -8,7 +8,7 @@ import unicodedata
 from pathlib import Path
 
 from course.manifest import CHAPTERS, Chapter, find_chapter
-from course.testrun import Scenario, TestRun, default_implementation, rerun_command, run_tests, shown
+from course.testrun import PytestRun, Scenario, default_implementation, rerun_command, run_tests, shown
 
 
 def diagnosis(chapter: Chapter, failed: set[str]) -> list[tuple[str, str]]:
@@ -58,7 +58,7 @@ def print_failure(scenario: Scenario, implementation: str | None, chain: bool) -
     print(f"        rerun:    {rerun_command(scenario, implementation, chain)}")
 
 
-def report_check(chapter: Chapter, run: TestRun, implementation: str | None, chain: bool) -> list[tuple[str, str]]:
+def report_check(chapter: Chapter, run: PytestRun, implementation: str | None, chain: bool) -> list[tuple[str, str]]:
     """Print the check of one chapter; return the diagnosis of its failures."""
     print(f"Chapter {chapter.number} — {chapter.title}")
     print(f"implementation: {describe_implementation(implementation)}\n")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.manifest import Chapter, find_chapter
-from course.testrun import TestRun, run_tests
+from course.testrun import PytestRun, run_tests
 
 
 @dataclass
@@ -45,7 +45,7 @@ def grade_one(chapter: Chapter, folder: Path, timeout: float) -> Grade:
     return grade_of(folder.name, run, timeout)
 
 
-def grade_of(name: str, run: TestRun, timeout: float) -> Grade:
+def grade_of(name: str, run: PytestRun, timeout: float) -> Grade:
     scenarios = {s.scenario: s.status for s in run.scenarios}
     passed = sum(status == "passed" for status in scenarios.values())
     if run.timed_out:

@@ -83,7 +83,7 @@ class Scenario:
 
 
 @dataclass
-class TestRun:
+class PytestRun:
     """One child pytest process."""
 
     exit_code: int | None
@@ -137,7 +137,7 @@ def run_tests(
     chain: bool = False,
     extra: list[str] = (),
     timeout: float | None = None,
-) -> TestRun:
+) -> PytestRun:
     """Run the chapters' test files in a child pytest process, against `implementation` (a
     directory) or the reference (None)."""
     root = course_root()
@@ -167,7 +167,7 @@ def run_tests(
     for scenario in scenarios:
         if scenario.status == "pending":  # it was running when the time limit struck
             scenario.status = "timeout"
-    return TestRun(exit_code=exit_code, scenarios=scenarios, output=stdout + stderr,
+    return PytestRun(exit_code=exit_code, scenarios=scenarios, output=stdout + stderr,
                    collection_errors=data.get("collectionErrors", []))
 
 

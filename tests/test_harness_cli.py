@@ -9,12 +9,14 @@ import json
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from course import check, cli, starter
 from course.manifest import CHAPTERS, find_chapter
+from course.testrun import PytestRun, Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = find_chapter("07")
@@ -263,3 +265,27 @@ def test_grade_reports_each_submission_and_kills_the_hanging_one(runs):
     assert [(g["submission"], g["status"], g["passed"]) for g in as_json] == [
         (name, row["status"], int(row["passed"])) for name, row in rows.items()]
     assert as_json[3]["scenarios"]["TestConcurrentTools::test_fast_finishes_first_results_stay_in_call_order"] == "timeout"
+
+
+def test_a_run_that_collected_no_tests_fails(capsys):
+    # pytest's exit code decides, not the report: exit 5 (no tests collected) is a failing chapter.
+    run = PytestRun(exit_code=5, scenarios=[], output="no tests ran in 0.01s\n")
+    assert not run.passed
+    check.report_check(LOOP, run, None, False)
+    out = capsys.readouterr().out
+    assert "0 of 0 scenarios pass — chapter 07 fails (no tests were collected)" in out
+    assert out.rstrip().endswith("pytest said:\nno tests ran in 0.01s")
+
+
+def test_known_wrong_variants_are_printed_under_the_failures(monkeypatch, capsys):
+    asked = []
+    mutants = types.ModuleType("course.mutants")
+    mutants.diagnose = lambda number, failed: asked.append((number, failed)) or [("tools-on-length", "length ran its tools")]
+    monkeypatch.setitem(sys.modules, "course.mutants", mutants)
+    failing = Scenario(scenario="TestNonExecutingTerminals::test_terminal_row[length]", file=LOOP.test_file,
+                       status="failed", section="非执行终态")
+    passing = Scenario(scenario="TestPureStop::test_pure_stop", file=LOOP.test_file, status="passed")
+    check.report_check(LOOP, PytestRun(exit_code=1, scenarios=[passing, failing], output=""), None, False)
+    assert asked == [("07", {"TestNonExecutingTerminals::test_terminal_row[length]"})]
+    assert "likely causes (known wrong variants these failures match):\n  tools-on-length: length ran its tools\n" \
+        in capsys.readouterr().out
