@@ -1,4 +1,5 @@
-"""pytest options of the course: which implementation the chapter tests judge."""
+"""pytest options of the course: which implementation the chapter tests judge, the per-scenario
+report the `course` commands read back, and the seeded task start order `course snapshots verify` varies."""
 
 from __future__ import annotations
 

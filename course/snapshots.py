@@ -59,6 +59,9 @@ def update(args: argparse.Namespace) -> int:
 def verify(args: argparse.Namespace) -> int:
     """Run the chapters' tests `--runs` times under different task start orders; every run must pass
     and render every scenario exactly as the first run did."""
+    if args.runs < 2:
+        print("course snapshots verify: --runs must be at least 2 (runs are compared with the first)")
+        return 2
     chapters = _chapters(args.chapter)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         runs = list(pool.map(lambda seed: run_tests(chapters, args.impl, extra=[f"--schedule-seed={seed}"]),
@@ -81,8 +84,9 @@ def verify(args: argparse.Namespace) -> int:
             for was, now in zip(baseline.renders, scenario.renders):
                 divergence = first_divergence(was, now)
                 if divergence is not None:
-                    print("  " + divergence.describe().replace("\n", "\n  ").replace("expected:", "run 1:   ")
-                          .replace("got:     ", f"run {seed + 1}:   "))
+                    print(f"  first divergence in {divergence.section}, line {divergence.index}:")
+                    print(f"    run 1:    {divergence.expected or '(nothing)'}")
+                    print(f"    run {seed + 1}:    {divergence.actual or '(nothing)'}")
                     break
     total = len(runs[0].scenarios)
     if differences or not all(run.passed for run in runs):
