@@ -77,9 +77,13 @@ def grade(args: argparse.Namespace) -> int:
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(grade_one, chapter, folder, args.timeout) for folder in folders]
-        for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",
-                         unit="submission"):
-            grades.append(done.result())
+        try:
+            for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",
+                             unit="submission"):
+                grades.append(done.result())
+        except KeyboardInterrupt:
+            pool.shutdown(cancel_futures=True)  # the submissions already running end at their time limit
+            raise
     grades.sort(key=lambda g: g.submission)
     names = list(dict.fromkeys(name for g in grades for name in g.scenarios))
     for g in grades:
