@@ -1,0 +1,131 @@
+"""A real HTTP server on 127.0.0.1 that replays recorded provider streams, for the provider tests.
+
+Each request gets the next scripted `Reply`: a server-sent-event stream sent as HTTP/1.1 chunked
+body (one chunk per event unless told otherwise), or a plain JSON error. After the body the
+server ends it cleanly, drops the connection, or holds it open until the client closes it, so a
+test can tell that a timeout or an abort really closed the HTTP stream. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Literal
+
+WIRE = Path(__file__).parent / "wire"
+HOLD_LIMIT = 5.0  # seconds a held connection waits for the client before the server gives up on it
+
+
+def recorded(name: str) -> bytes:
+    """A recorded stream from tests/wire/."""
+    return (WIRE / name).read_bytes()
+
+
+def sse_events(stream: bytes) -> list[bytes]:
+    """The stream cut after each event's blank line, as the APIs flush them."""
+    pieces = stream.split(b"\n\n")
+    return [piece + b"\n\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
+@dataclass
+class Reply:
+    """What the server answers one request with."""
+
+    body: bytes = b""
+    """The response body: a recorded SSE stream, or a JSON error."""
+    status: int = 200
+    """The HTTP status; anything but 200 is sent as a JSON body with a Content-Length."""
+    chunk_size: int | None = None
+    """Cut the stream into chunks of this many bytes (through events and UTF-8 characters) instead of per event."""
+    events: int | None = None
+    """Send only the stream's first this-many events."""
+    then: Literal["finish", "drop", "hold"] = "finish"
+    """After the body: end it, drop the connection mid-body, or hold it open until the client closes it."""
+    on_hold: Callable[[], None] | None = None
+    """Called from the server thread once the body is out and the connection is held."""
+
+
+class LoopbackServer:
+    """`with LoopbackServer() as server:` serves on `server.url`; `server.replies` is the script."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[dict] = []
+        self.client_closed = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> "LoopbackServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()  # joins the handler threads, each bounded by HOLD_LIMIT
+        self._thread.join()
+
+
+def _handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            server.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
+            reply = server.replies.popleft() if server.replies else Reply(b'{"error": "no reply scripted"}', 500)
+            self.send_response(reply.status)
+            self.send_header("Connection", "close")
+            if reply.status != 200:
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+                return
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in self._pieces(reply):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+            if reply.then == "finish":
+                self.wfile.write(b"0\r\n\r\n")
+            elif reply.then == "hold":
+                self._hold(reply)
+            self.close_connection = True
+
+        def _pieces(self, reply: Reply) -> list[bytes]:
+            events = sse_events(reply.body)
+            if reply.events is not None:
+                events = events[: reply.events]
+            if reply.chunk_size is None:
+                return events
+            stream = b"".join(events)
+            return [stream[i:i + reply.chunk_size] for i in range(0, len(stream), reply.chunk_size)]
+
+        def _hold(self, reply: Reply) -> None:
+            self.wfile.flush()
+            if reply.on_hold is not None:
+                reply.on_hold()
+            self.connection.settimeout(HOLD_LIMIT)
+            try:
+                closed = self.connection.recv(1) == b""  # end of file: the client closed the connection
+            except TimeoutError:
+                return  # the client never closed it: `client_closed` stays unset and the test says so
+            except OSError:
+                closed = True  # reset by the client
+            if closed:
+                server.client_closed.set()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # keep test output clean
+
+    return Handler
