@@ -1,4 +1,5 @@
-"""A real HTTP server on 127.0.0.1 that replays recorded provider streams, for the provider tests.
+"""The provider tests' kit: a real HTTP server on 127.0.0.1 replaying recorded provider streams,
+the transcript both providers' request mappings are tested on, and a stream collector.
 
 Each request gets the next scripted `Reply`: a server-sent-event stream sent as HTTP/1.1 chunked
 body (one chunk per event unless told otherwise), or a plain JSON error. After the body the
@@ -8,8 +9,12 @@ test can tell that a timeout or an abort really closed the HTTP stream. Every wa
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
+import ssl
 import threading
+from importlib.util import find_spec
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,8 +22,70 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Literal
 
+import pytest
+
+from checkpoints.ch07_agent_loop import NOT_EXECUTED
+from course.messages import assistant_message, text, tool_call, tool_result, user_message
+from course.tools import error_result
+
 WIRE = Path(__file__).parent / "wire"
 HOLD_LIMIT = 5.0  # seconds a held connection waits for the client before the server gives up on it
+
+
+def skip_without(sdk: str) -> pytest.MarkDecorator:
+    """Skip a test that talks to the loopback server through `sdk` when the providers extra is missing.
+
+    Checked without importing the SDK: collecting it would cost seconds on every `pytest -k ch07`.
+    """
+    return pytest.mark.skipif(find_spec(sdk) is None, reason=f"{sdk} is not installed; the provider "
+                              f"tests need the providers extra: pip install -e '.[test,providers]'")
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    # Each SDK client would otherwise load the CA store afresh (~0.1 s), though the loopback has no TLS.
+    return ssl.create_default_context()
+
+
+def make_model(provider: str, server: LoopbackServer, **options):
+    """A provider model talking to `server`, with no retries, a short timeout and requests recorded."""
+    if provider == "openai":
+        from course.providers import OpenAIChatModel as model_class
+        base_url = f"{server.url}/v1"
+    else:
+        from course.providers import AnthropicModel as model_class
+        base_url = server.url
+    http_client = importlib.import_module(provider).DefaultAsyncHttpxClient(verify=tls_context())
+    settings = {"api_key": "test-key", "timeout": 2.0, "max_retries": 0, "record_requests": True, **options}
+    return model_class(MODELS[provider], base_url=base_url, http_client=http_client, **settings)
+
+
+MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
+
+
+async def collect(stream) -> tuple[list[dict], dict]:
+    """Every event of a model stream, and its final message."""
+    events = [event async for event in stream]
+    return events, await stream.result()
+
+
+def transcript_of_every_kind() -> list[dict]:
+    """What a transcript can hold after a few runs of the loop: user text as a string and as blocks,
+    assistant text and tool calls, tool results, the loop's skipped results, an empty error answer."""
+    first = tool_call("call-1", "read", {"path": "README.md"})
+    truncated = [tool_call("call-2", "read", {"path": "a.txt"}), tool_call("call-3", "read", {"path": "b.txt"})]
+    why, _ = NOT_EXECUTED["length"]
+    return [
+        user_message("请读取 README.md"),
+        assistant_message([text("我先读取"), first], "toolUse"),
+        tool_result(first, [text("# tiny-pi")]),
+        user_message([text("再读 a.txt 和 b.txt")]),
+        assistant_message(truncated, "length"),
+        *[error_result(call, why, details={"skipped": True, "reason": "length"}) for call in truncated],
+        user_message("继续"),
+        assistant_message([], "error", error_message="connection reset"),
+        user_message("还在吗？"),
+    ]
 
 
 def recorded(name: str) -> bytes:
@@ -58,7 +125,7 @@ class LoopbackServer:
         self.requests: list[dict] = []
         self.client_closed = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -80,7 +147,7 @@ def _handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            server.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
+            server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(body)})
             reply = server.replies.popleft() if server.replies else Reply(b'{"error": "no reply scripted"}', 500)
             self.send_response(reply.status)
             self.send_header("Connection", "close")

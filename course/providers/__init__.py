@@ -1,20 +1,10 @@
 """Real models beside the scripted one: OpenAI-compatible Chat Completions and Anthropic Messages.
 
-Both need the `providers` extra (`pip install -e '.[providers]'`); importing this package does not,
-so `from course.providers import OpenAIChatModel` fails only when the SDK itself is missing.
+They need the `providers` extra (`pip install -e '.[providers]'`) only once a model is made: the
+SDKs are imported then, so importing this package, and the request mapping, work without them.
 """
 
-from __future__ import annotations
+from course.providers.anthropic_messages import AnthropicModel
+from course.providers.openai_chat import OpenAIChatModel
 
-INSTALL_HINT = "the providers need the official SDKs: pip install -e '.[providers]'"
-
-
-def __getattr__(name: str):
-    # Each model imports only its own SDK, and only when it is asked for.
-    if name == "OpenAIChatModel":
-        from course.providers.openai_chat import OpenAIChatModel
-        return OpenAIChatModel
-    if name == "AnthropicModel":
-        from course.providers.anthropic_messages import AnthropicModel
-        return AnthropicModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["AnthropicModel", "OpenAIChatModel"]

@@ -8,11 +8,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
-
 from course.abort import AbortSignal
 from course.messages import Message
-from course.providers.streaming import AbortRace, Draft, provider_stream, read_sdk_stream
+from course.providers.streaming import AbortRace, Draft, provider_stream, read_sdk_stream, sdk
 from course.stream import AssistantMessageEventStream, ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
@@ -143,16 +141,19 @@ class AnthropicModel:
     """Seconds the HTTP client waits to connect, and between reads of the stream."""
     max_retries: int = 2
     """How often the SDK retries a failed request (connection errors, 408/429/5xx) before giving up."""
+    http_client: Any = None
+    """An HTTP client of your own for the SDK (`anthropic.DefaultAsyncHttpxClient(...)`: proxies, TLS); default the SDK's."""
     record_requests: bool = False
     """Keep a deep copy of every request in `requests`, as ScriptedModel does (the harness checks them)."""
     requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.client = anthropic.AsyncAnthropic(
+        self.client = sdk("anthropic").AsyncAnthropic(
             base_url=self.base_url,
             api_key=self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None,
             timeout=self.timeout,
             max_retries=self.max_retries,
+            http_client=self.http_client,
         )
 
     def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> AssistantMessageEventStream:

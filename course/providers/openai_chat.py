@@ -10,11 +10,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-
 from course.abort import AbortSignal
 from course.messages import Message
-from course.providers.streaming import AbortRace, Draft, provider_stream, read_sdk_stream
+from course.providers.streaming import AbortRace, Draft, provider_stream, read_sdk_stream, sdk
 from course.stream import AssistantMessageEventStream, ModelEvent, ModelRequest
 
 # finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
@@ -135,16 +133,19 @@ class OpenAIChatModel:
     """Seconds the HTTP client waits to connect, and between reads of the stream."""
     max_retries: int = 2
     """How often the SDK retries a failed request (connection errors, 408/429/5xx) before giving up."""
+    http_client: Any = None
+    """An HTTP client of your own for the SDK (`openai.DefaultAsyncHttpxClient(...)`: proxies, TLS); default the SDK's."""
     record_requests: bool = False
     """Keep a deep copy of every request in `requests`, as ScriptedModel does (the harness checks them)."""
     requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.client = openai.AsyncOpenAI(
+        self.client = sdk("openai").AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "no-key",
             timeout=self.timeout,
             max_retries=self.max_retries,
+            http_client=self.http_client,
         )
 
     def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> AssistantMessageEventStream:

@@ -10,11 +10,11 @@ after the provider's generator has finished, so its HTTP stream is closed by the
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, TypeVar
-
-import jiter
 
 from course.abort import AbortSignal
 from course.clock import now
@@ -22,6 +22,7 @@ from course.messages import AssistantMessage, StopReason, TextContent, ToolCall,
 from course.stream import AssistantMessageEventStream, ErrorEvent, ModelEvent
 
 ABORTED = "Request was aborted"
+INSTALL_HINT = "the providers need the official SDKs: pip install -e '.[providers]'"
 T = TypeVar("T")
 
 
@@ -33,6 +34,8 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     """
     if not raw.strip():
         return {}
+    import jiter  # comes with the providers extra, like the SDKs (see `sdk` below)
+
     try:
         value = jiter.from_json(raw.encode(), partial_mode=True)
     except ValueError:
@@ -168,6 +171,18 @@ class AbortRace:
             self._aborted.cancel()
 
 
+def sdk(name: str) -> Any:
+    """The SDK module `name`, imported on first use.
+
+    Importing the SDKs takes seconds; done lazily, collecting the test suite (or running one chapter)
+    never pays for it, and the mapping functions work without the providers extra.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(f"{name} is not installed: {INSTALL_HINT}") from exc
+
+
 def as_dict(item: Any) -> dict[str, Any]:
     """An SDK stream item as the JSON the server sent (the SDKs build their models without validating)."""
     if isinstance(item, dict):
@@ -178,6 +193,8 @@ def as_dict(item: Any) -> dict[str, Any]:
 def describe_error(exc: BaseException) -> str:
     """The exception's own words, plus its cause's (the SDKs wrap `httpx` errors in vaguer ones)."""
     message = str(exc) or type(exc).__name__
+    if isinstance(exc, json.JSONDecodeError):  # the SDKs let it through from an event's data line
+        message = f"Malformed server-sent event: {message}"
     cause = exc.__cause__
     if cause is not None and str(cause) and str(cause) not in message:
         message = f"{message} ({str(cause)})"
