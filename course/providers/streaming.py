@@ -127,8 +127,8 @@ class Aborted(Exception):
 class AbortRace:
     """Awaits one network step at a time and gives it up as soon as the signal is aborted.
 
-    Giving up cancels the step, which makes the HTTP client drop the response; the provider's
-    `finally` then closes its stream. Without a signal a step is simply awaited.
+    Giving up cancels the step (the HTTP client then drops the connection) and raises `Aborted`;
+    the provider's `finally` closes the stream it had opened. Without a signal a step is simply awaited.
     """
 
     def __init__(self, signal: AbortSignal | None) -> None:
@@ -150,12 +150,12 @@ class AbortRace:
         finally:
             if not work.done():
                 work.cancel()
-        if self._aborted.done():
-            await asyncio.wait({work})  # let the cancelled step unwind before the stream is closed
-            if not work.cancelled():
-                work.exception()  # it finished as the signal fired; its outcome no longer matters
-            raise Aborted
-        return work.result()
+        if work.done() and not work.cancelled():
+            # A step that finished as the signal fired still counts: what it opened must be closed by the
+            # caller's `finally`, and the next step sees the abort.
+            return work.result()
+        await asyncio.wait({work})  # let the cancelled step unwind before the stream is closed
+        raise Aborted
 
     async def next(self, items: AsyncIterator[T]) -> T | None:
         """The iterator's next item, or None at its end."""
@@ -193,6 +193,8 @@ def as_dict(item: Any) -> dict[str, Any]:
 def describe_error(exc: BaseException) -> str:
     """The exception's own words, plus its cause's (the SDKs wrap `httpx` errors in vaguer ones)."""
     message = str(exc) or type(exc).__name__
+    if not str(exc) and "Timeout" in type(exc).__name__:  # httpx's timeouts have no words of their own
+        message = f"Request timed out ({type(exc).__name__})"
     if isinstance(exc, json.JSONDecodeError):  # the SDKs let it through from an event's data line
         message = f"Malformed server-sent event: {message}"
     cause = exc.__cause__
