@@ -7,13 +7,13 @@ import pytest
 import pytest_asyncio
 from loopback import LoopbackServer, Reply, collect, make_model, recorded, skip_without
 
+from course import cli
 from course import readme_example as readme
 from course.abort import AbortController
 from course.harness import load_checkpoint, run_loop
 from course.messages import text, user_message
 from course.tools import Registry
 
-pytestmark = pytest.mark.asyncio
 PROVIDERS = [pytest.param("openai", marks=skip_without("openai")),
              pytest.param("anthropic", marks=skip_without("anthropic"))]
 # How many events of each provider's recorded README stream carry all of its text ("我先读取项目说明。"),
@@ -51,6 +51,7 @@ async def client_closed(server):
     return await asyncio.to_thread(server.client_closed.wait, 2.0)
 
 
+@pytest.mark.asyncio
 class TestChapter07Loop:
     async def test_readme_round_trip(self, provider, model, server, snapshot):
         server.replies.extend([Reply(recorded(f"{provider}_readme_first.sse")),
@@ -85,6 +86,7 @@ class TestChapter07Loop:
                                               "is_error": True, "content": skipped["content"]}
 
 
+@pytest.mark.asyncio
 class TestBrokenConnections:
     async def test_a_dropped_connection_keeps_what_was_complete(self, provider, model, server):
         server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), events=CALL_UNFINISHED[provider],
@@ -106,6 +108,7 @@ class TestBrokenConnections:
         assert await client_closed(server)
 
 
+@pytest.mark.asyncio
 class TestAbort:
     async def test_abort_mid_stream_closes_the_http_stream(self, provider, model, server):
         server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), events=ALL_TEXT[provider], then="hold"))
@@ -140,3 +143,23 @@ class TestAbort:
         events, message = await collect(model.stream(readme_request(), signal=controller.signal))
         assert events == [{"type": "error", "reason": "aborted", "error": message}]
         assert message["errorMessage"] == "Request was aborted" and server.requests == []
+
+
+class TestCommand:
+    """`course demo --provider ...` runs the same round trip on a real model (here, the replay server)."""
+
+    @skip_without("openai")
+    def test_demo_on_a_local_openai_compatible_server_needs_no_key(self, server, capsys, monkeypatch):
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        server.replies.extend([Reply(recorded("openai_readme_first.sse")), Reply(recorded("openai_readme_final.sse"))])
+        code = cli.main(["demo", "--provider", "openai", "--base-url", f"{server.url}/v1", "--model", "qwen2.5:7b"])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert out.startswith("Chapter 07 — README round trip on openai model qwen2.5:7b\n")
+        assert "reason           stop" in out and "4  assistant   [stop] 项目名是 tiny-pi。" in out
+        assert [r["body"]["model"] for r in server.requests] == ["qwen2.5:7b", "qwen2.5:7b"]
+        assert server.requests[0]["headers"]["authorization"] == "Bearer no-key"
+
+    def test_a_provider_needs_a_model_name(self, capsys):
+        assert cli.main(["demo", "--provider", "anthropic"]) == 2
+        assert "--provider needs --model NAME" in capsys.readouterr().err
