@@ -25,8 +25,9 @@ from typing import Literal
 import pytest
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
+from course import readme_example as readme
 from course.messages import assistant_message, text, tool_call, tool_result, user_message
-from course.tools import error_result
+from course.tools import Registry, error_result
 
 WIRE = Path(__file__).parent / "wire"
 HOLD_LIMIT = 5.0  # seconds a held connection waits for the client before the server gives up on it
@@ -67,6 +68,26 @@ async def collect(stream) -> tuple[list[dict], dict]:
     """Every event of a model stream, and its final message."""
     events = [event async for event in stream]
     return events, await stream.result()
+
+
+def readme_tools() -> list[dict]:
+    return Registry([readme.memory_read_tool()]).definitions()
+
+
+def request_with(messages: list[dict], tools: list[dict] = ()) -> dict:
+    """A model request with the README example's system prompt."""
+    return {"systemPrompt": readme.SYSTEM_PROMPT, "messages": messages, "tools": list(tools)}
+
+
+def readme_request() -> dict:
+    """The first request of the README round trip."""
+    return request_with(readme.context()["messages"], readme_tools())
+
+
+async def answer(model, server: "LoopbackServer", reply: "Reply") -> tuple[list[dict], dict]:
+    """`reply` replayed to the README round trip's first request: the events and the final message."""
+    server.replies.append(reply)
+    return await collect(model.stream(readme_request()))
 
 
 def transcript_of_every_kind() -> list[dict]:
@@ -147,7 +168,8 @@ def _handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(body)})
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            server.requests.append({"path": self.path, "headers": headers, "body": json.loads(body)})
             reply = server.replies.popleft() if server.replies else Reply(b'{"error": "no reply scripted"}', 500)
             self.send_response(reply.status)
             self.send_header("Connection", "close")

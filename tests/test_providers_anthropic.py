@@ -8,24 +8,17 @@ import copy
 
 import pytest
 import pytest_asyncio
-from loopback import LoopbackServer, Reply, collect, make_model, recorded, skip_without, transcript_of_every_kind
+from loopback import (LoopbackServer, Reply, answer, make_model, readme_request, readme_tools, recorded, request_with,
+                      skip_without,
+                      transcript_of_every_kind)
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
 from course import readme_example as readme
 from course.messages import text, tool_call
 from course.providers.anthropic_messages import anthropic_request
-from course.tools import Registry
 
-SYSTEM = readme.SYSTEM_PROMPT
+SYSTEM = readme.SYSTEM_PROMPT  # what request_with sends
 TRUNCATED, _ = NOT_EXECUTED["length"]
-
-
-def request_with(messages, tools=()):
-    return {"systemPrompt": SYSTEM, "messages": messages, "tools": list(tools)}
-
-
-def readme_tools():
-    return Registry([readme.memory_read_tool()]).definitions()
 
 
 def skipped(call_id):
@@ -41,7 +34,8 @@ class TestRequestMapping:
         assert body["messages"] == [
             {"role": "user", "content": [text("请读取 README.md")]},
             {"role": "assistant", "content": [
-                text("我先读取"), {"type": "tool_use", "id": "call-1", "name": "read", "input": {"path": "README.md"}}]},
+                text("我先读取"),
+                {"type": "tool_use", "id": "call-1", "name": "read", "input": {"path": "README.md"}}]},
             # results and the user's next words share one user turn, results first
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "call-1", "is_error": False, "content": [text("# tiny-pi")]},
@@ -89,17 +83,13 @@ async def model(server):
     await model.aclose()
 
 
-async def answer(model, server, reply):
-    server.replies.append(reply)
-    return await collect(model.stream(request_with([readme.context()["messages"][0]], readme_tools())))
-
-
 @skip_without("anthropic")
 @pytest.mark.asyncio
 class TestStreamMapping:
     @pytest.mark.parametrize("chunk_size", [None, 5], ids=["per_event", "cut_every_5_bytes"])
     async def test_text_then_a_tool_call_in_pieces(self, model, server, chunk_size):
-        events, message = await answer(model, server, Reply(recorded("anthropic_readme_first.sse"), chunk_size=chunk_size))
+        reply = Reply(recorded("anthropic_readme_first.sse"), chunk_size=chunk_size)
+        events, message = await answer(model, server, reply)
         call = tool_call("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "read", {"path": "README.md"})
         assert events == [
             {"type": "start"},
@@ -120,8 +110,7 @@ class TestStreamMapping:
         assert sent["path"] == "/v1/messages"
         key_sent = sent["headers"].get("x-api-key") or sent["headers"].get("authorization", "").removeprefix("Bearer ")
         assert key_sent == "test-key" and "anthropic-version" in sent["headers"]
-        assert sent["body"] == anthropic_request("claude-sonnet-4-5", request_with(readme.context()["messages"],
-                                                                                   readme_tools()), 4096)
+        assert sent["body"] == anthropic_request("claude-sonnet-4-5", readme_request(), 4096)
 
     async def test_thinking_is_left_out_and_the_text_is_block_0(self, model, server):
         events, message = await answer(model, server, Reply(recorded("anthropic_thinking_then_text.sse")))

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 import pytest_asyncio
-from loopback import LoopbackServer, Reply, collect, make_model, recorded, skip_without
+from loopback import LoopbackServer, Reply, collect, make_model, readme_request, recorded, skip_without
 
 from course import cli
 from course import readme_example as readme
@@ -39,11 +39,6 @@ async def model(provider, server):
     model = make_model(provider, server)
     yield model
     await model.aclose()
-
-
-def readme_request():
-    return {"systemPrompt": readme.SYSTEM_PROMPT, "messages": readme.context()["messages"],
-            "tools": Registry([readme.memory_read_tool()]).definitions()}
 
 
 async def client_closed(server):

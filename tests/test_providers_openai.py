@@ -9,20 +9,17 @@ import json
 
 import pytest
 import pytest_asyncio
-from loopback import LoopbackServer, Reply, collect, make_model, recorded, skip_without, transcript_of_every_kind
+from loopback import (LoopbackServer, Reply, answer, make_model, readme_request, readme_tools, recorded, request_with,
+                      skip_without,
+                      transcript_of_every_kind)
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
 from course import readme_example as readme
 from course.messages import text, tool_call
 from course.providers.openai_chat import chat_request
-from course.tools import Registry
 
-SYSTEM = readme.SYSTEM_PROMPT
+SYSTEM = readme.SYSTEM_PROMPT  # what request_with sends
 TRUNCATED, _ = NOT_EXECUTED["length"]
-
-
-def request_with(messages, tools=()):
-    return {"systemPrompt": SYSTEM, "messages": messages, "tools": list(tools)}
 
 
 class TestRequestMapping:
@@ -34,7 +31,8 @@ class TestRequestMapping:
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": "请读取 README.md"},
             {"role": "assistant", "content": "我先读取", "tool_calls": [
-                {"id": "call-1", "type": "function", "function": {"name": "read", "arguments": '{"path": "README.md"}'}}]},
+                {"id": "call-1", "type": "function",
+                 "function": {"name": "read", "arguments": '{"path": "README.md"}'}}]},
             {"role": "tool", "tool_call_id": "call-1", "content": "# tiny-pi"},
             {"role": "user", "content": [{"type": "text", "text": "再读 a.txt 和 b.txt"}]},
             {"role": "assistant", "content": None, "tool_calls": [
@@ -52,7 +50,8 @@ class TestRequestMapping:
     def test_tools_come_from_the_request(self):
         body = chat_request("m", request_with([], readme_tools()), max_tokens=256)
         assert body["tools"] == [{"type": "function", "function": {
-            "name": "read", "description": "Read a text file from the workspace.", "parameters": readme.READ_PARAMETERS}}]
+            "name": "read", "description": "Read a text file from the workspace.",
+            "parameters": readme.READ_PARAMETERS}}]
         assert (body["model"], body["stream"], body["max_tokens"]) == ("m", True, 256)
 
     def test_no_tools_no_system_prompt_sends_neither(self):
@@ -64,10 +63,6 @@ class TestRequestMapping:
                    "stopReason": "toolUse", "timestamp": 2}  # 1 is the user message's
         sent = chat_request("m", request_with([message]))["messages"][1]["tool_calls"][0]["function"]["arguments"]
         assert sent == '{"path": "说明.md"}' and json.loads(sent) == {"path": "说明.md"}
-
-
-def readme_tools():
-    return Registry([readme.memory_read_tool()]).definitions()
 
 
 @pytest.fixture
@@ -83,18 +78,13 @@ async def model(server):
     await model.aclose()
 
 
-async def answer(model, server, *replies, messages=None):
-    server.replies.extend(replies)
-    request = request_with(messages or [readme.context()["messages"][0]], readme_tools())
-    return await collect(model.stream(request))
-
-
 @skip_without("openai")
 @pytest.mark.asyncio
 class TestStreamMapping:
     @pytest.mark.parametrize("chunk_size", [None, 5], ids=["per_event", "cut_every_5_bytes"])
     async def test_text_then_a_tool_call_in_pieces(self, model, server, chunk_size):
-        events, message = await answer(model, server, Reply(recorded("openai_readme_first.sse"), chunk_size=chunk_size))
+        reply = Reply(recorded("openai_readme_first.sse"), chunk_size=chunk_size)
+        events, message = await answer(model, server, reply)
         call = tool_call("call_Rk3fJ8aQ2b", "read", {"path": "README.md"})
         assert events == [
             {"type": "start"},
@@ -114,7 +104,7 @@ class TestStreamMapping:
         sent = server.requests[0]
         assert sent["path"] == "/v1/chat/completions"
         assert sent["headers"]["authorization"] == "Bearer test-key"
-        assert sent["body"] == chat_request("gpt-4o-mini", request_with(readme.context()["messages"], readme_tools()))
+        assert sent["body"] == chat_request("gpt-4o-mini", readme_request())
 
     async def test_two_tool_calls(self, model, server):
         events, message = await answer(model, server, Reply(recorded("openai_two_tools.sse")))

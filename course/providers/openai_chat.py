@@ -134,7 +134,7 @@ class OpenAIChatModel:
     max_retries: int = 2
     """How often the SDK retries a failed request (connection errors, 408/429/5xx) before giving up."""
     http_client: Any = None
-    """An HTTP client of your own for the SDK (`openai.DefaultAsyncHttpxClient(...)`: proxies, TLS); default the SDK's."""
+    """Your own HTTP client for the SDK, e.g. `openai.DefaultAsyncHttpxClient(proxy=...)`; default the SDK's."""
     record_requests: bool = False
     """Keep a deep copy of every request in `requests`, as ScriptedModel does (the harness checks them)."""
     requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
