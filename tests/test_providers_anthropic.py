@@ -9,8 +9,7 @@ import copy
 import pytest
 import pytest_asyncio
 from loopback import (LoopbackServer, Reply, answer, make_model, readme_request, readme_tools, recorded, request_with,
-                      skip_without,
-                      transcript_of_every_kind)
+                      skip_without, transcript_of_every_kind)
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
 from course import readme_example as readme

@@ -10,8 +10,7 @@ import json
 import pytest
 import pytest_asyncio
 from loopback import (LoopbackServer, Reply, answer, make_model, readme_request, readme_tools, recorded, request_with,
-                      skip_without,
-                      transcript_of_every_kind)
+                      skip_without, transcript_of_every_kind)
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
 from course import readme_example as readme

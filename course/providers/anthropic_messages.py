@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import os
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
-from course.abort import AbortSignal
 from course.messages import Message
-from course.providers.streaming import AbortRace, Draft, provider_stream, read_sdk_stream, sdk
-from course.stream import AssistantMessageEventStream, ModelEvent, ModelRequest
+from course.providers.streaming import Draft, SDKModel, sdk
+from course.stream import ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
 STOP_REASONS = {
@@ -126,8 +124,11 @@ class EventReader:
 
 
 @dataclass
-class AnthropicModel:
-    """A model behind the Anthropic Messages API, streamed through the `anthropic` SDK."""
+class AnthropicModel(SDKModel):
+    """A model behind the Anthropic Messages API, streamed through the `anthropic` SDK.
+
+    Also takes the keyword settings of `SDKModel`: timeout, max_retries, http_client, record_requests.
+    """
 
     model: str
     """The model name, e.g. "claude-sonnet-4-5"."""
@@ -137,35 +138,16 @@ class AnthropicModel:
     """Default $ANTHROPIC_API_KEY (else the SDK's own credential lookup)."""
     max_tokens: int = 4096
     """The answer's token limit, which the Messages API requires."""
-    timeout: float = 60.0
-    """Seconds the HTTP client waits to connect, and between reads of the stream."""
-    max_retries: int = 2
-    """How often the SDK retries a failed request (connection errors, 408/429/5xx) before giving up."""
-    http_client: Any = None
-    """Your own HTTP client for the SDK, e.g. `anthropic.DefaultAsyncHttpxClient(proxy=...)`; default the SDK's."""
-    record_requests: bool = False
-    """Keep a deep copy of every request in `requests`, as ScriptedModel does (the harness checks them)."""
-    requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.client = sdk("anthropic").AsyncAnthropic(
             base_url=self.base_url,
             api_key=self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            http_client=self.http_client,
+            **self._http_settings(),
         )
 
-    def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> AssistantMessageEventStream:
-        if self.record_requests:
-            self.requests.append(copy.deepcopy(request))
+    def _open(self, request: ModelRequest) -> Awaitable[Any]:
+        return self.client.messages.create(**anthropic_request(self.model, request, self.max_tokens))
 
-        def events(draft: Draft, race: AbortRace) -> AsyncIterator[ModelEvent]:
-            opening = self.client.messages.create(**anthropic_request(self.model, request, self.max_tokens))
-            return read_sdk_stream(opening, EventReader(draft), race)
-
-        return provider_stream(events, signal)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client's connections."""
-        await self.client.close()
+    def _reader(self, draft: Draft) -> EventReader:
+        return EventReader(draft)

@@ -3,17 +3,15 @@ the same protocol (llama.cpp, Ollama, vLLM, LM Studio)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
-from course.abort import AbortSignal
 from course.messages import Message
-from course.providers.streaming import AbortRace, Draft, provider_stream, read_sdk_stream, sdk
-from course.stream import AssistantMessageEventStream, ModelEvent, ModelRequest
+from course.providers.streaming import Draft, SDKModel, sdk
+from course.stream import ModelEvent, ModelRequest
 
 # finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
 FINISH_REASONS = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
@@ -118,8 +116,11 @@ class ChunkReader:
 
 
 @dataclass
-class OpenAIChatModel:
-    """A model behind an OpenAI-compatible Chat Completions endpoint, streamed through the `openai` SDK."""
+class OpenAIChatModel(SDKModel):
+    """A model behind an OpenAI-compatible Chat Completions endpoint, streamed through the `openai` SDK.
+
+    Also takes the keyword settings of `SDKModel`: timeout, max_retries, http_client, record_requests.
+    """
 
     model: str
     """The model name the server knows, e.g. "gpt-4o-mini" or "qwen2.5:7b"."""
@@ -129,35 +130,16 @@ class OpenAIChatModel:
     """Default $OPENAI_API_KEY; a local server needs none, so a placeholder is sent without it."""
     max_tokens: int | None = None
     """Sent as `max_tokens` when set; otherwise the server's own limit applies."""
-    timeout: float = 60.0
-    """Seconds the HTTP client waits to connect, and between reads of the stream."""
-    max_retries: int = 2
-    """How often the SDK retries a failed request (connection errors, 408/429/5xx) before giving up."""
-    http_client: Any = None
-    """Your own HTTP client for the SDK, e.g. `openai.DefaultAsyncHttpxClient(proxy=...)`; default the SDK's."""
-    record_requests: bool = False
-    """Keep a deep copy of every request in `requests`, as ScriptedModel does (the harness checks them)."""
-    requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.client = sdk("openai").AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "no-key",
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            http_client=self.http_client,
+            **self._http_settings(),
         )
 
-    def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> AssistantMessageEventStream:
-        if self.record_requests:
-            self.requests.append(copy.deepcopy(request))
+    def _open(self, request: ModelRequest) -> Awaitable[Any]:
+        return self.client.chat.completions.create(**chat_request(self.model, request, self.max_tokens))
 
-        def events(draft: Draft, race: AbortRace) -> AsyncIterator[ModelEvent]:
-            opening = self.client.chat.completions.create(**chat_request(self.model, request, self.max_tokens))
-            return read_sdk_stream(opening, ChunkReader(draft), race)
-
-        return provider_stream(events, signal)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client's connections."""
-        await self.client.close()
+    def _reader(self, draft: Draft) -> ChunkReader:
+        return ChunkReader(draft)

@@ -1,25 +1,27 @@
 """What both providers share: the message a stream is building, abort racing, and the stream's end.
 
-A provider supplies `events(draft, race)`, an async generator that sends its HTTP request and turns
-the provider's stream into model events through `draft`, awaiting every network step through
-`race`. `provider_stream` runs it and holds it to the stream contract: whatever the HTTP client
+`SDKModel.stream()` opens the SDK's stream and hands each item to the provider's reader, which
+turns it into model events through a `Draft`; every network step is awaited through an
+`AbortRace`. `provider_stream` holds all of it to the stream contract: whatever the HTTP client
 raises becomes an `error` end, an aborted signal an `aborted` end, and the end event is sent only
-after the provider's generator has finished, so its HTTP stream is closed by then.
+once the SDK stream is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from course.abort import AbortSignal
 from course.clock import now
 from course.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message
-from course.stream import AssistantMessageEventStream, ErrorEvent, ModelEvent
+from course.stream import AssistantMessageEventStream, ErrorEvent, ModelEvent, ModelRequest
 
 ABORTED = "Request was aborted"
 INSTALL_HINT = "the providers need the official SDKs: pip install -e '.[providers]'"
@@ -218,6 +220,45 @@ async def read_sdk_stream(opening: Awaitable[Any], reader: Any, race: AbortRace)
             yield event
     finally:
         await items.close()
+
+
+@dataclass(kw_only=True)
+class SDKModel:
+    """What both providers' models share: the SDK's HTTP settings, request recording, and `stream()`.
+
+    A model sets `client` in `__post_init__` and says how to open its SDK stream (`_open`) and how
+    to read it (`_reader`).
+    """
+
+    timeout: float = 60.0
+    """Seconds the HTTP client waits to connect, and between reads of the stream."""
+    max_retries: int = 2
+    """How often the SDK retries a failed request (connection errors, 408/429/5xx) before giving up."""
+    http_client: Any = None
+    """Your own HTTP client for the SDK, e.g. `openai.DefaultAsyncHttpxClient(proxy=...)`; default the SDK's."""
+    record_requests: bool = False
+    """Keep a deep copy of every request in `requests`, as ScriptedModel does (the harness checks them)."""
+    requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
+    client: Any = field(default=None, init=False, repr=False)
+
+    def _http_settings(self) -> dict[str, Any]:
+        return {"timeout": self.timeout, "max_retries": self.max_retries, "http_client": self.http_client}
+
+    def _open(self, request: ModelRequest) -> Awaitable[Any]:
+        raise NotImplementedError
+
+    def _reader(self, draft: Draft) -> Any:
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> AssistantMessageEventStream:
+        if self.record_requests:
+            self.requests.append(copy.deepcopy(request))
+        return provider_stream(lambda draft, race: read_sdk_stream(self._open(request), self._reader(draft), race),
+                               signal)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client's connections."""
+        await self.client.close()
 
 
 ProviderEvents = Callable[[Draft, AbortRace], AsyncIterator[ModelEvent]]
