@@ -14,7 +14,8 @@ from loopback import (LoopbackServer, Reply, answer, make_model, readme_request,
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
 from course import readme_example as readme
 from course.messages import text, tool_call
-from course.providers.anthropic_messages import anthropic_request
+from course.providers.anthropic_messages import EventReader, anthropic_request
+from course.providers.streaming import Draft
 
 SYSTEM = readme.SYSTEM_PROMPT  # what request_with sends
 TRUNCATED, _ = NOT_EXECUTED["length"]
@@ -67,6 +68,33 @@ class TestRequestMapping:
             {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "read", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "is_error": False}]},
         ]
+
+
+class TestStopReasons:
+    @pytest.mark.parametrize("stop, stop_reason", [
+        ("end_turn", "stop"), ("stop_sequence", "stop"), ("pause_turn", "stop"), ("tool_use", "toolUse"),
+        ("max_tokens", "length"), ("model_context_window_exceeded", "length"),
+    ])
+    def test_a_stop_reason_maps(self, stop, stop_reason):
+        [end] = read_to_the_end(stop)
+        assert (end["type"], end["reason"], end["message"]["content"]) == ("done", stop_reason, [text("好")])
+
+    @pytest.mark.parametrize("stop", ["refusal", "something_new", None])
+    def test_a_refusal_or_unknown_stop_is_an_error(self, stop):
+        [end] = read_to_the_end(stop)
+        assert (end["type"], end["reason"], end["error"]["content"]) == ("error", "error", [text("好")])
+        assert end["error"]["errorMessage"] == f"The response ended with stop_reason {stop!r}"
+
+
+def read_to_the_end(stop_reason):
+    reader = EventReader(Draft())
+    for event in [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                  {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "好"}},
+                  {"type": "content_block_stop", "index": 0},
+                  {"type": "message_delta", "delta": {"stop_reason": stop_reason}},
+                  {"type": "message_stop"}]:
+        assert reader.read(event) in ([], [{"type": "text_delta", "contentIndex": 0, "delta": "好"}])
+    return reader.end()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from course import readme_example as readme
 from course.abort import AbortController
 from course.harness import load_checkpoint, run_loop
 from course.messages import text, user_message
+from course.providers.streaming import parse_arguments
 from course.tools import Registry
 
 PROVIDERS = [pytest.param("openai", marks=skip_without("openai")),
@@ -138,6 +139,22 @@ class TestAbort:
         events, message = await collect(model.stream(readme_request(), signal=controller.signal))
         assert events == [{"type": "error", "reason": "aborted", "error": message}]
         assert message["errorMessage"] == "Request was aborted" and server.requests == []
+
+
+@skip_without("jiter")
+class TestPartialArguments:
+    @pytest.mark.parametrize("raw, arguments", [
+        ('{"path": "README.md"}', {"path": "README.md"}),
+        ('{"path": "README.md", "limit": 2', {"path": "README.md", "limit": 2}),
+        ('{"path": "README.md", "limit": "tw', {"path": "README.md"}),  # a string cut short is left out
+        ('{"path": "READ', {}),
+        ('{"pa', {}),
+        ("", {}),
+        ("[1, 2]", {}),  # not an object
+        ("path=README.md", {}),  # not JSON at all
+    ])
+    def test_arguments_parse_as_far_as_they_go(self, raw, arguments):
+        assert parse_arguments(raw) == arguments
 
 
 class TestCommand:

@@ -15,7 +15,8 @@ from loopback import (LoopbackServer, Reply, answer, make_model, readme_request,
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
 from course import readme_example as readme
 from course.messages import text, tool_call
-from course.providers.openai_chat import chat_request
+from course.providers.openai_chat import ChunkReader, chat_request
+from course.providers.streaming import Draft
 
 SYSTEM = readme.SYSTEM_PROMPT  # what request_with sends
 TRUNCATED, _ = NOT_EXECUTED["length"]
@@ -62,6 +63,25 @@ class TestRequestMapping:
                    "stopReason": "toolUse", "timestamp": 2}  # 1 is the user message's
         sent = chat_request("m", request_with([message]))["messages"][1]["tool_calls"][0]["function"]["arguments"]
         assert sent == '{"path": "说明.md"}' and json.loads(sent) == {"path": "说明.md"}
+
+
+class TestFinishReasons:
+    @pytest.mark.parametrize("finish, stop_reason", [
+        ("stop", "stop"), ("length", "length"), ("tool_calls", "toolUse"), ("function_call", "toolUse"),
+    ])
+    def test_a_finish_reason_becomes_a_stop_reason(self, finish, stop_reason):
+        reader = ChunkReader(Draft())
+        reader.read({"choices": [{"index": 0, "delta": {"content": "好"}, "finish_reason": finish}]})
+        [end] = reader.end()
+        assert (end["type"], end["reason"], end["message"]["content"]) == ("done", stop_reason, [text("好")])
+
+    @pytest.mark.parametrize("finish", ["content_filter", "eos_token"])
+    def test_a_filtered_or_unknown_finish_is_an_error(self, finish):
+        reader = ChunkReader(Draft())
+        reader.read({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        [end] = reader.end()
+        assert (end["type"], end["reason"]) == ("error", "error")
+        assert end["error"]["errorMessage"] == f"The response ended with finish_reason {finish!r}"
 
 
 @pytest.fixture

@@ -31,8 +31,9 @@ T = TypeVar("T")
 def parse_arguments(raw: str) -> dict[str, Any]:
     """Tool-call arguments as far as they parse.
 
-    A stream cut short (a `length` stop) keeps the values that arrived whole: `{"a": 1, "b": "x`
-    gives `{"a": 1}`. Text that is not a JSON object, even in part, gives `{}` and never raises.
+    A stream cut short (a `length` stop) keeps what parses, less a string cut short:
+    `{"a": 1, "b": "x` gives `{"a": 1}`. Text that is not a JSON object, even in part, gives `{}`;
+    it never raises.
     """
     if not raw.strip():
         return {}
