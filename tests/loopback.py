@@ -12,13 +12,11 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import ssl
 import threading
 from importlib.util import find_spec
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Literal
 
@@ -43,8 +41,9 @@ def skip_without(sdk: str) -> pytest.MarkDecorator:
 
 
 @functools.cache
-def tls_context() -> ssl.SSLContext:
+def tls_context():
     # Each SDK client would otherwise load the CA store afresh (~0.1 s), though the loopback has no TLS.
+    import ssl
     return ssl.create_default_context()
 
 
@@ -145,6 +144,8 @@ class LoopbackServer:
         self.replies: deque[Reply] = deque()
         self.requests: list[dict] = []
         self.client_closed = threading.Event()
+        # Imported here, as below: every `pytest -k ch07` collects this module, and http.server costs ~0.1 s.
+        from http.server import ThreadingHTTPServer
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
 
@@ -162,7 +163,9 @@ class LoopbackServer:
         self._thread.join()
 
 
-def _handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
+def _handler(server: LoopbackServer) -> type:
+    from http.server import BaseHTTPRequestHandler
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
