@@ -55,7 +55,8 @@ def make_model(provider: str, server: LoopbackServer, **options):
     else:
         from course.providers import AnthropicModel as model_class
         base_url = server.url
-    http_client = importlib.import_module(provider).DefaultAsyncHttpxClient(verify=tls_context())
+    # trust_env=False: a proxy set in the environment must not carry loopback traffic off the machine.
+    http_client = importlib.import_module(provider).DefaultAsyncHttpxClient(verify=tls_context(), trust_env=False)
     settings = {"api_key": "test-key", "timeout": 2.0, "max_retries": 0, "record_requests": True, **options}
     return model_class(MODELS[provider], base_url=base_url, http_client=http_client, **settings)
 

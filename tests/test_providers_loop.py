@@ -162,7 +162,9 @@ class TestCommand:
 
     @skip_without("openai")
     def test_demo_on_a_local_openai_compatible_server_needs_no_key(self, server, capsys, monkeypatch):
-        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        for variable in ["OPENAI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                         "all_proxy"]:  # the command's own HTTP client reads them; the test stays on 127.0.0.1
+            monkeypatch.delenv(variable, raising=False)
         server.replies.extend([Reply(recorded("openai_readme_first.sse")), Reply(recorded("openai_readme_final.sse"))])
         code = cli.main(["demo", "--provider", "openai", "--base-url", f"{server.url}/v1", "--model", "qwen2.5:7b"])
         out = capsys.readouterr().out
