@@ -1,0 +1,145 @@
+"""OpenAI-compatible Chat Completions, streaming: OpenAI itself, and the local servers that speak
+the same protocol (llama.cpp, Ollama, vLLM, LM Studio)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+from course.messages import Message
+from course.providers.streaming import Draft, SDKModel, sdk
+from course.stream import ModelEvent, ModelRequest
+
+# finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
+FINISH_REASONS = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
+
+
+def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The transcript as Chat Completions messages, the system prompt first."""
+    messages: list[dict[str, Any]] = []
+    if request["systemPrompt"]:
+        messages.append({"role": "system", "content": request["systemPrompt"]})
+    for message in request["messages"]:
+        entry = chat_message(message)
+        if entry is not None:
+            messages.append(entry)
+    return messages
+
+
+def chat_message(message: Message) -> dict[str, Any] | None:
+    """One transcript message as a Chat Completions message (None for an assistant message with nothing in it)."""
+    if message["role"] == "user":
+        content = message["content"]
+        if isinstance(content, str):
+            return {"role": "user", "content": content}
+        return {"role": "user", "content": [{"type": "text", "text": block["text"]} for block in content]}
+    if message["role"] == "toolResult":
+        # Chat Completions has no error flag on tool messages: an error result's text says what went wrong.
+        return {"role": "tool", "tool_call_id": message["toolCallId"],
+                "content": "".join(block["text"] for block in message["content"])}
+    text = "".join(block["text"] for block in message["content"] if block["type"] == "text")
+    calls = [
+        {"id": block["id"], "type": "function",
+         "function": {"name": block["name"], "arguments": json.dumps(block["arguments"], ensure_ascii=False)}}
+        for block in message["content"] if block["type"] == "toolCall"
+    ]
+    if not text and not calls:
+        return None  # e.g. an error answer that streamed nothing; the API refuses an empty assistant message
+    entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        entry["tool_calls"] = calls
+    return entry
+
+
+def chat_tools(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": d["name"], "description": d["description"],
+                                          "parameters": d["parameters"]}}
+        for d in definitions
+    ]
+
+
+def chat_request(model: str, request: ModelRequest, max_tokens: int | None = None) -> dict[str, Any]:
+    """The body of one streaming Chat Completions request."""
+    body: dict[str, Any] = {"model": model, "messages": chat_messages(request), "stream": True}
+    if request["tools"]:  # some servers reject an empty list
+        body["tools"] = chat_tools(request["tools"])
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
+
+
+class ChunkReader:
+    """Turns Chat Completions chunks into model events on a draft, and the finish into its end."""
+
+    def __init__(self, draft: Draft) -> None:
+        self.draft = draft
+        self.finish_reason: str | None = None
+        self.refusal = ""
+
+    def read(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        choices = chunk.get("choices") or []  # the usage chunk at the end has none
+        if not choices:
+            return []
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        events: list[ModelEvent] = []
+        # `reasoning_content`, which some local servers add, has no block in the course's messages.
+        if delta.get("content"):
+            events += self.draft.text(delta["content"])
+        self.refusal += delta.get("refusal") or ""
+        for piece in delta.get("tool_calls") or []:
+            function = piece.get("function") or {}
+            key = piece.get("index", piece.get("id"))
+            events += self.draft.tool_call(key, id=piece.get("id"), name=function.get("name"),
+                                           arguments=function.get("arguments"))
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        return events
+
+    def end(self) -> list[ModelEvent]:
+        draft = self.draft
+        if self.finish_reason is None:
+            return [draft.failed("error", "The stream ended without a finish_reason")]
+        if self.refusal:
+            return draft.refused(f"The model refused: {self.refusal}")
+        events = draft.end_block()
+        reason = FINISH_REASONS.get(self.finish_reason)
+        if reason is None:
+            return events + draft.refused(f"The response ended with finish_reason {self.finish_reason!r}")
+        if reason == "stop" and any(block["type"] == "toolCall" for block in draft.content):
+            reason = "toolUse"  # some OpenAI-compatible servers end a tool-calling answer with "stop"
+        return events + draft.done(reason)
+
+
+@dataclass
+class OpenAIChatModel(SDKModel):
+    """A model behind an OpenAI-compatible Chat Completions endpoint, streamed through the `openai` SDK.
+
+    Also takes the keyword settings of `SDKModel`: timeout, max_retries, http_client, record_requests.
+    """
+
+    model: str
+    """The model name the server knows, e.g. "gpt-4o-mini" or "qwen2.5:7b"."""
+    base_url: str | None = None
+    """The API root, e.g. "http://127.0.0.1:8080/v1"; default $OPENAI_BASE_URL, else OpenAI's."""
+    api_key: str | None = None
+    """Default $OPENAI_API_KEY; a local server needs none, so a placeholder is sent without it."""
+    max_tokens: int | None = None
+    """Sent as `max_tokens` when set; otherwise the server's own limit applies."""
+
+    def __post_init__(self) -> None:
+        self.client = sdk("openai").AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "no-key",
+            **self._http_settings(),
+        )
+
+    def _open(self, request: ModelRequest) -> Awaitable[Any]:
+        return self.client.chat.completions.create(**chat_request(self.model, request, self.max_tokens))
+
+    def _reader(self, draft: Draft) -> ChunkReader:
+        return ChunkReader(draft)

@@ -1,0 +1,224 @@
+"""The provider tests' kit: a real HTTP server on 127.0.0.1 replaying recorded provider streams,
+the transcript both providers' request mappings are tested on, and a stream collector.
+
+Each request gets the next scripted `Reply`: a server-sent-event stream sent as HTTP/1.1 chunked
+body (one chunk per event unless told otherwise), or a plain JSON error. After the body the
+server ends it cleanly, drops the connection, or holds it open until the client closes it, so a
+test can tell that a timeout or an abort really closed the HTTP stream. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import threading
+from importlib.util import find_spec
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from checkpoints.ch07_agent_loop import NOT_EXECUTED
+from course import readme_example as readme
+from course.messages import assistant_message, text, tool_call, tool_result, user_message
+from course.tools import Registry, error_result
+
+WIRE = Path(__file__).parent / "wire"
+HOLD_LIMIT = 5.0  # seconds a held connection waits for the client before the server gives up on it
+
+
+def skip_without(sdk: str) -> pytest.MarkDecorator:
+    """Skip a test that talks to the loopback server through `sdk` when the providers extra is missing.
+
+    Checked without importing the SDK: collecting it would cost seconds on every `pytest -k ch07`.
+    """
+    return pytest.mark.skipif(find_spec(sdk) is None, reason=f"{sdk} is not installed; the provider "
+                              f"tests need the providers extra: pip install -e '.[test,providers]'")
+
+
+@functools.cache
+def tls_context():
+    # Each SDK client would otherwise load the CA store afresh (~0.1 s), though the loopback has no TLS.
+    import ssl
+    return ssl.create_default_context()
+
+
+def make_model(provider: str, server: LoopbackServer, **options):
+    """A provider model talking to `server`, with no retries, a short timeout and requests recorded."""
+    if provider == "openai":
+        from course.providers import OpenAIChatModel as model_class
+        base_url = f"{server.url}/v1"
+    else:
+        from course.providers import AnthropicModel as model_class
+        base_url = server.url
+    # trust_env=False: a proxy set in the environment must not carry loopback traffic off the machine.
+    http_client = importlib.import_module(provider).DefaultAsyncHttpxClient(verify=tls_context(), trust_env=False)
+    settings = {"api_key": "test-key", "timeout": 2.0, "max_retries": 0, "record_requests": True, **options}
+    return model_class(MODELS[provider], base_url=base_url, http_client=http_client, **settings)
+
+
+MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
+
+
+async def collect(stream) -> tuple[list[dict], dict]:
+    """Every event of a model stream, and its final message."""
+    events = [event async for event in stream]
+    return events, await stream.result()
+
+
+def readme_tools() -> list[dict]:
+    return Registry([readme.memory_read_tool()]).definitions()
+
+
+def request_with(messages: list[dict], tools: list[dict] = ()) -> dict:
+    """A model request with the README example's system prompt."""
+    return {"systemPrompt": readme.SYSTEM_PROMPT, "messages": messages, "tools": list(tools)}
+
+
+def readme_request() -> dict:
+    """The first request of the README round trip."""
+    return request_with(readme.context()["messages"], readme_tools())
+
+
+async def answer(model, server: "LoopbackServer", reply: "Reply") -> tuple[list[dict], dict]:
+    """`reply` replayed to the README round trip's first request: the events and the final message."""
+    server.replies.append(reply)
+    return await collect(model.stream(readme_request()))
+
+
+def transcript_of_every_kind() -> list[dict]:
+    """What a transcript can hold after a few runs of the loop: user text as a string and as blocks,
+    assistant text and tool calls, tool results, the loop's skipped results, an empty error answer."""
+    first = tool_call("call-1", "read", {"path": "README.md"})
+    truncated = [tool_call("call-2", "read", {"path": "a.txt"}), tool_call("call-3", "read", {"path": "b.txt"})]
+    why, _ = NOT_EXECUTED["length"]
+    return [
+        user_message("请读取 README.md"),
+        assistant_message([text("我先读取"), first], "toolUse"),
+        tool_result(first, [text("# tiny-pi")]),
+        user_message([text("再读 a.txt 和 b.txt")]),
+        assistant_message(truncated, "length"),
+        *[error_result(call, why, details={"skipped": True, "reason": "length"}) for call in truncated],
+        user_message("继续"),
+        assistant_message([], "error", error_message="connection reset"),
+        user_message("还在吗？"),
+    ]
+
+
+def recorded(name: str) -> bytes:
+    """A recorded stream from tests/wire/."""
+    return (WIRE / name).read_bytes()
+
+
+def sse_events(stream: bytes) -> list[bytes]:
+    """The stream cut after each event's blank line, as the APIs flush them."""
+    pieces = stream.split(b"\n\n")
+    return [piece + b"\n\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
+@dataclass
+class Reply:
+    """What the server answers one request with."""
+
+    body: bytes = b""
+    """The response body: a recorded SSE stream, or a JSON error."""
+    status: int = 200
+    """The HTTP status; anything but 200 is sent as a JSON body with a Content-Length."""
+    chunk_size: int | None = None
+    """Cut the stream into chunks of this many bytes (through events and UTF-8 characters) instead of per event."""
+    events: int | None = None
+    """Send only the stream's first this-many events."""
+    then: Literal["finish", "drop", "hold"] = "finish"
+    """After the body: end it, drop the connection mid-body, or hold it open until the client closes it."""
+    on_hold: Callable[[], None] | None = None
+    """Called from the server thread once the body is out and the connection is held."""
+
+
+class LoopbackServer:
+    """`with LoopbackServer() as server:` serves on `server.url`; `server.replies` is the script."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[dict] = []
+        self.client_closed = threading.Event()
+        # Imported here, as below: every `pytest -k ch07` collects this module, and http.server costs ~0.1 s.
+        from http.server import ThreadingHTTPServer
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> "LoopbackServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()  # joins the handler threads, each bounded by HOLD_LIMIT
+        self._thread.join()
+
+
+def _handler(server: LoopbackServer) -> type:
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            server.requests.append({"path": self.path, "headers": headers, "body": json.loads(body)})
+            reply = server.replies.popleft() if server.replies else Reply(b'{"error": "no reply scripted"}', 500)
+            self.send_response(reply.status)
+            self.send_header("Connection", "close")
+            if reply.status != 200:
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+                return
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in self._pieces(reply):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+            if reply.then == "finish":
+                self.wfile.write(b"0\r\n\r\n")
+            elif reply.then == "hold":
+                self._hold(reply)
+            self.close_connection = True
+
+        def _pieces(self, reply: Reply) -> list[bytes]:
+            events = sse_events(reply.body)
+            if reply.events is not None:
+                events = events[: reply.events]
+            if reply.chunk_size is None:
+                return events
+            stream = b"".join(events)
+            return [stream[i:i + reply.chunk_size] for i in range(0, len(stream), reply.chunk_size)]
+
+        def _hold(self, reply: Reply) -> None:
+            self.wfile.flush()
+            if reply.on_hold is not None:
+                reply.on_hold()
+            self.connection.settimeout(HOLD_LIMIT)
+            try:
+                closed = self.connection.recv(1) == b""  # end of file: the client closed the connection
+            except TimeoutError:
+                return  # the client never closed it: `client_closed` stays unset and the test says so
+            except OSError:
+                closed = True  # reset by the client
+            if closed:
+                server.client_closed.set()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # keep test output clean
+
+    return Handler
