@@ -5,8 +5,8 @@ on, any path that is not plainly a file inside the root: absolute paths elsewher
 symbolic links (at any depth) that lead outside, directories, missing files, FIFOs, devices and
 sockets, binary or non-UTF-8 files, over-long paths and NUL bytes.
 
-How nothing outside the root gets opened: the path is never handed to the OS as a whole. The tool
-opens the root once and walks the path one component at a time, each step an `openat` relative to
+How nothing outside the root gets opened: the path is never handed to the OS as a whole. Each call
+opens the root and walks the path one component at a time, each step an `openat` relative to
 the directory fd it already holds, with O_NOFOLLOW, so the kernel itself refuses to follow a
 symbolic link. A link it meets is read with `readlinkat` and its target walked the same way, inside
 the root: an absolute target must lie under the root, and a `..` in a target may climb no higher
@@ -22,7 +22,10 @@ from an ordinary file; a device node inside the root is refused before it is ope
 in at that very moment is opened (non-blocking) and refused afterwards. POSIX only (`dir_fd`).
 
 Output: lines `offset`..`offset + limit - 1` (1-based), at most `max_lines` lines and `max_bytes`
-bytes, ending in a notice that names the next offset when there is more.
+bytes, ending in a notice that names the next offset when there is more. The file is read in chunks
+and only as far as the window needs; between chunks the tool checks the abort signal and yields to
+the event loop, and every 16 chunks (1 MiB) it reports progress, so a far `offset` in a large file
+can be watched and stopped.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ import os
 import stat
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from course.messages import text
 from course.tools import Tool, ToolExecutionContext, ToolOutput
@@ -175,10 +177,7 @@ class Workspace:
                 except NotADirectoryError:
                     raise Refusal("not_a_directory", f"{shown}: a component of it is not a directory.") from None
                 if stat.S_ISLNK(info.st_mode):
-                    links += 1
-                    if links > MAX_SYMLINKS:
-                        raise Refusal("symlink_loop", f"{shown}: more than {MAX_SYMLINKS} symbolic links "
-                                                      "(a loop?).")
+                    links = count_link(links, shown)
                     target = os.readlink(name, dir_fd=here)
                     target_parts = components(target)
                     if target.startswith("/"):
@@ -198,7 +197,7 @@ class Workspace:
                     fd = self.open_step(name, here, _DIRECTORY_FLAGS)
                     if fd is None:  # swapped for a link since the stat: look at it again
                         pending.appendleft(name)
-                        links += 1
+                        links = count_link(links, shown)
                         continue
                     stack.append((name, fd))
                     continue
@@ -206,7 +205,7 @@ class Workspace:
                 fd = self.open_step(name, here, _FILE_FLAGS)
                 if fd is None:
                     pending.appendleft(name)
-                    links += 1
+                    links = count_link(links, shown)
                     continue
                 try:
                     check_file_type(os.fstat(fd).st_mode, shown)  # what was opened, in case it was swapped
@@ -228,6 +227,13 @@ class Workspace:
             if error.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
                 return None
             raise
+
+
+def count_link(links: int, shown: str) -> int:
+    """One more symbolic link met (or a component that turned into one); refuses past MAX_SYMLINKS."""
+    if links >= MAX_SYMLINKS:
+        raise Refusal("symlink_loop", f"{shown}: more than {MAX_SYMLINKS} symbolic links (a loop?).")
+    return links + 1
 
 
 def link_outside(shown: str, link: str) -> Refusal:

@@ -45,9 +45,20 @@ def ch06():
 
 @pytest.fixture
 def place(tmp_path):
+    """A fresh workspace beside a secret, for tests that change it."""
+    return build_place(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_place(tmp_path_factory):
+    """One workspace for the escape table, which only reads it."""
+    return build_place(tmp_path_factory.mktemp("escapes"))
+
+
+def build_place(tmp):
     """tmp/ws is the workspace; beside it a secret, a directory and a FIFO outside it, and a sibling
     `ws-evil` whose name starts with the workspace's; inside it files, and links in and out."""
-    tmp, root = tmp_path, tmp_path / "ws"
+    root = tmp / "ws"
     (tmp / "secret.txt").write_text(SECRET)
     (tmp / "outside").mkdir()
     (tmp / "outside" / "secret.txt").write_text(SECRET)
@@ -251,8 +262,9 @@ ESCAPES = {
 @pytest.mark.section("越界")
 class TestNothingOutsideTheRootIsOpened:
     @pytest.mark.parametrize("attempt", list(ESCAPES))
-    async def test_escape_attempt_is_refused(self, ch06, ch08, place, opened, attempt):
+    async def test_escape_attempt_is_refused(self, ch06, ch08, shared_place, opened, attempt):
         """Each escape attempt is an error result with its reason, shows no secret, and opens nothing outside."""
+        place = shared_place
         template, code = ESCAPES[attempt]
         path = template.format(tmp=place.tmp, root=place.root)
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": path})
@@ -428,7 +440,7 @@ class TestTruncation:
         assert (result["isError"], result_text(result), result["details"]["truncated"]) == (False, "", False)
 
 
-@pytest.mark.section("取消")
+@pytest.mark.section("中止")
 class TestAbort:
     async def test_an_aborted_signal_stops_the_read(self, ch06, ch08, place):
         """A read started after the run was aborted returns an aborted error result, not the file."""
