@@ -16,14 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from course import cli
 from course import readme_example as readme
 from course.abort import AbortController
 from course.harness import load_checkpoint, run_loop
 from course.messages import assistant_message, text, tool_call, user_message
 from course.scripted import ScriptedModel
 from course.tools import Registry, ToolExecutionContext
-
-pytestmark = pytest.mark.asyncio
 
 SECRET = "TOP SECRET: the launch codes"
 
@@ -167,6 +166,7 @@ def fifo_watchdog():
         timer.cancel()
 
 
+@pytest.mark.asyncio
 @pytest.mark.section("真实往返")
 class TestRealReadRoundTrip:
     async def test_readme_round_trip_reads_the_real_file(self, ch07, ch08, place, snapshot):
@@ -259,6 +259,7 @@ ESCAPES = {
 }
 
 
+@pytest.mark.asyncio
 @pytest.mark.section("越界")
 class TestNothingOutsideTheRootIsOpened:
     @pytest.mark.parametrize("attempt", list(ESCAPES))
@@ -347,6 +348,7 @@ REFUSALS = {
 }
 
 
+@pytest.mark.asyncio
 @pytest.mark.section("拒绝")
 class TestRefusals:
     @pytest.mark.parametrize("case", list(REFUSALS))
@@ -388,6 +390,7 @@ WINDOWS = {
 }
 
 
+@pytest.mark.asyncio
 @pytest.mark.section("截断")
 class TestTruncation:
     @pytest.mark.parametrize("case", list(WINDOWS))
@@ -440,6 +443,7 @@ class TestTruncation:
         assert (result["isError"], result_text(result), result["details"]["truncated"]) == (False, "", False)
 
 
+@pytest.mark.asyncio
 @pytest.mark.section("中止")
 class TestAbort:
     async def test_an_aborted_signal_stops_the_read(self, ch06, ch08, place):
@@ -484,3 +488,23 @@ class TestAbort:
                              on_event=abort_on_progress, tools=Registry([ch08.create_read_tool(place.root)]))
         assert run.render() == snapshot
         assert (run.reason, run.steps, len(model.requests), run.messages[-1]["isError"]) == ("aborted", 1, 1, True)
+
+
+@pytest.mark.section("演示")
+class TestDemoCommand:
+    def test_demo_reads_the_directory_given(self, place, capsys):
+        """`course demo --workspace DIR` answers from DIR's own README.md."""
+        (place.root / "README.md").write_text("# pi-mono\nThe original.\n")
+        assert cli.main(["demo", "--workspace", str(place.root)]) == 0
+        assert "[stop] 项目名是 pi-mono。" in capsys.readouterr().out
+
+    def test_demo_without_a_directory_makes_a_temporary_workspace(self, capsys):
+        """`course demo --workspace` alone reads a README.md from a temporary workspace it creates."""
+        assert cli.main(["demo", "--workspace"]) == 0
+        out = capsys.readouterr().out
+        assert "temporary workspace" in out and "call-1 → # tiny-pi ..." in out and "invariants       hold" in out
+
+    def test_demo_refuses_a_missing_directory(self, place, capsys):
+        """A directory that does not exist is a usage error (exit 2), not a traceback."""
+        assert cli.main(["demo", "--workspace", str(place.tmp / "nope")]) == 2
+        assert "is not a directory" in capsys.readouterr().err
