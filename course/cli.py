@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
+from pathlib import Path
 
 from course import check, grade, readme_example, snapshots, starter
 from course.clock import StepClock, use_clock
@@ -12,61 +14,92 @@ from course.harness import load_checkpoint, run_loop
 from course.scripted import ScriptedModel
 from course.tools import Registry
 
+# `course demo --workspace` without a DIR: a temporary workspace holding the chapter's README.md.
+TEMPORARY_WORKSPACE = ""
 
-async def _demo_run(model):
+
+def demo(args: argparse.Namespace) -> int:
+    """Run the README round trip and print what happened.
+
+    The model is the scripted one, or a real one with --provider; the read tool is the chapter's
+    in-memory stand-in, or chapter 08's workspace read tool with --workspace.
+    """
+    with tempfile.TemporaryDirectory(prefix="tiny-pi-workspace-") as temporary:
+        if args.workspace is None:
+            read_tool, where = readme_example.memory_read_tool(), None
+        else:
+            root = args.workspace or temporary
+            if root == temporary:
+                Path(root, "README.md").write_text(readme_example.README + "\n", encoding="utf-8")
+            try:
+                read_tool = load_checkpoint("ch08_workspace_read").create_read_tool(root)
+            except ValueError as error:
+                print(f"course: {error}", file=sys.stderr)
+                return 2
+            where = "a temporary workspace holding README.md" if root == temporary else root
+
+        if args.provider is None:
+            # With the real read tool the final answer is computed from what the tool returned.
+            final = readme_example.final_answer() if where is None else readme_example.answer_from_read_result
+            with use_clock(StepClock()):
+                run = asyncio.run(_demo_run(ScriptedModel([readme_example.first_answer(), final]), read_tool))
+            on = "the scripted model"
+        else:
+            run = real_model_run(args, read_tool)
+            if run is None:
+                return 2
+            on = f"{args.provider} model {args.model}"
+
+    if where is None:
+        print(f"Chapter 07 — README round trip on {on}\n")
+    else:
+        print(f"Chapter 08 — README round trip on {on} with the workspace read tool on {where}\n")
+    print(run.render() if args.json else run.render().split("\n## messages")[0], end="")
+    if args.provider is not None:
+        error = run.messages[-1].get("errorMessage")
+        if error:
+            print(f"\nThe model request failed: {error}", file=sys.stderr)
+        return 0 if not run.problems and run.reason == "stop" else 1
+    return 0 if not run.problems else 1
+
+
+async def _demo_run(model, read_tool):
     return await run_loop(
         load_checkpoint("ch07_agent_loop"),
         model=model,
         context=readme_example.context(),
-        tools=Registry([readme_example.memory_read_tool()]),
+        tools=Registry([read_tool]),
     )
 
 
-def demo(args: argparse.Namespace) -> int:
-    """Run the README round trip on the scripted model (or a real one) and print what happened."""
-    if getattr(args, "provider", None) is not None:
-        return real_model_demo(args)
-    with use_clock(StepClock()):
-        run = asyncio.run(_demo_run(ScriptedModel([readme_example.first_answer(), readme_example.final_answer()])))
-    _print_run("the scripted model", run, args.json)
-    return 0 if not run.problems else 1
-
-
-def _print_run(on: str, run, with_json: bool) -> None:
-    print(f"Chapter 07 — README round trip on {on}\n")
-    print(run.render() if with_json else run.render().split("\n## messages")[0], end="")
-
-
-def real_model_demo(args: argparse.Namespace) -> int:
+def real_model_run(args: argparse.Namespace, read_tool):
     """The round trip on a real model: `--provider openai|anthropic --model NAME [--base-url URL]`."""
     if not args.model:
         print("course demo: --provider needs --model NAME", file=sys.stderr)
-        return 2
+        return None
     try:
         from course.providers import AnthropicModel, OpenAIChatModel
         model_class = OpenAIChatModel if args.provider == "openai" else AnthropicModel
         model = model_class(args.model, base_url=args.base_url, record_requests=True)
     except ImportError as exc:  # the providers extra is not installed
         print(f"course demo: {exc}", file=sys.stderr)
-        return 2
+        return None
 
     async def run_and_close():
         try:
-            return await _demo_run(model)
+            return await _demo_run(model, read_tool)
         finally:
             await model.aclose()
 
-    run = asyncio.run(run_and_close())
-    _print_run(f"{args.provider} model {args.model}", run, args.json)
-    error = run.messages[-1].get("errorMessage")
-    if error:
-        print(f"\nThe model request failed: {error}", file=sys.stderr)
-    return 0 if not run.problems and run.reason == "stop" else 1
+    return asyncio.run(run_and_close())
 
 
 def register(commands) -> None:
     demo_parser = commands.add_parser("demo", help="run the chapter 07 README round trip (the default)")
     demo_parser.add_argument("--json", action="store_true", help="also print the transcript as JSON")
+    demo_parser.add_argument("--workspace", nargs="?", const=TEMPORARY_WORKSPACE, metavar="DIR",
+                             help="read README.md from DIR with chapter 08's read tool "
+                                  "(without DIR: from a temporary workspace it creates)")
     # Real models (course.providers, the providers extra); the API key comes from the environment.
     demo_parser.add_argument("--provider", choices=["openai", "anthropic"],
                              help="run on a real model: an OpenAI-compatible server or Anthropic")
@@ -82,7 +115,7 @@ COMMANDS = [register, starter.register, check.register, snapshots.register, grad
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description=__doc__)
-    parser.set_defaults(handler=demo, json=False)
+    parser.set_defaults(handler=demo, json=False, workspace=None, provider=None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_command in COMMANDS:
         add_command(commands)

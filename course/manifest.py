@@ -33,6 +33,7 @@ class Chapter:
 CHAPTERS: list[Chapter] = [
     Chapter("06", "ch06_tool_execution", "Executing one tool call"),
     Chapter("07", "ch07_agent_loop", "The agent loop"),
+    Chapter("08", "ch08_workspace_read", "A workspace read tool"),
 ]
 
 

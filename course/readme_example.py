@@ -48,3 +48,16 @@ def memory_read_tool(files: dict[str, str] | None = None) -> Tool:
 
     return Tool(name="read", description="Read a text file from the workspace.", parameters=READ_PARAMETERS,
                 execute=execute)
+
+
+def answer_from_read_result(request: dict) -> AssistantMessage:
+    """The final answer as a function of the second request: the project name is the title of the
+    README text the read tool returned, so the answer depends on the file actually read."""
+    result = request["messages"][-1]
+    body = "\n".join(block["text"] for block in result["content"] if block["type"] == "text")
+    if result["isError"]:
+        return assistant_message([text(f"读取失败：{body}")], "stop")
+    title = next((line[2:].strip() for line in body.splitlines() if line.startswith("# ")), None)
+    if title is None:
+        return assistant_message([text("README.md 里没有标题。")], "stop")
+    return assistant_message([text(f"项目名是 {title}。")], "stop")

@@ -1,0 +1,510 @@
+"""Chapter 08: the workspace read tool. One class per section; `pytest -k <section>` selects it.
+
+Every read goes through the chapter 06 executor (or the chapter 07 loop), as a model's call would.
+The workspace sits in a temporary directory beside a secret file; no test snapshots an absolute path.
+"""
+
+import builtins
+import io
+import json
+import os
+import socket
+import stat
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from course import cli
+from course import readme_example as readme
+from course.abort import AbortController
+from course.harness import load_checkpoint, run_loop
+from course.messages import assistant_message, text, tool_call, user_message
+from course.scripted import ScriptedModel
+from course.tools import Registry, ToolExecutionContext
+
+SECRET = "TOP SECRET: the launch codes"
+
+
+@pytest.fixture
+def ch08():
+    return load_checkpoint("ch08_workspace_read")
+
+
+@pytest.fixture
+def ch07():
+    return load_checkpoint("ch07_agent_loop")
+
+
+@pytest.fixture
+def ch06():
+    return load_checkpoint("ch06_tool_execution")
+
+
+@pytest.fixture
+def place(tmp_path):
+    """A fresh workspace beside a secret, for tests that change it."""
+    return build_place(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_place(tmp_path_factory):
+    """One workspace for the escape table, which only reads it."""
+    return build_place(tmp_path_factory.mktemp("escapes"))
+
+
+def build_place(tmp):
+    """tmp/ws is the workspace; beside it a secret, a directory and a FIFO outside it, and a sibling
+    `ws-evil` whose name starts with the workspace's; inside it files, and links in and out."""
+    root = tmp / "ws"
+    (tmp / "secret.txt").write_text(SECRET)
+    (tmp / "outside").mkdir()
+    (tmp / "outside" / "secret.txt").write_text(SECRET)
+    (tmp / "ws-evil").mkdir()
+    (tmp / "ws-evil" / "secret.txt").write_text(SECRET)
+    os.mkfifo(tmp / "fifo")
+    (root / "docs").mkdir(parents=True)
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "README.md").write_text(readme.README + "\n")
+    (root / "docs" / "guide.md").write_text("# Guide\nRead the docs.\n")
+    links = {
+        "link_abs": f"{tmp}/secret.txt",
+        "link_rel": "../secret.txt",
+        "outdir": f"{tmp}/outside",
+        "a/b/c/deep": "../../../../secret.txt",
+        "chain1": "chain2",
+        "chain2": f"{tmp}/secret.txt",
+        "slash": "/",
+        "docs/up2": "../..",
+        "docs/inner": "../a/b",
+        "prefix": f"{root}-evil/secret.txt",
+        "fifolink": f"{tmp}/fifo",
+        "abs_in_then_up": f"{root}/../secret.txt",
+        "dotdot_in_middle": "docs/../../secret.txt",
+        "loop1": "loop2",
+        "loop2": "loop1",
+        "docs/readme": "../README.md",  # inside: allowed
+        "abs_inside": f"{root}/docs/guide.md",  # inside: allowed
+    }
+    for name, target in links.items():
+        os.symlink(target, root / name)
+    return SimpleNamespace(tmp=tmp, root=root)
+
+
+def tool_context(signal=None, progress=None):
+    return ToolExecutionContext(signal=signal, report_progress=progress or (lambda content: None))
+
+
+async def read(ch06, tool, arguments, context=None):
+    """One `read` call through the chapter 06 executor, as the loop would make it."""
+    return await ch06.execute_tool_call(tool_call("call-1", "read", arguments), Registry([tool]),
+                                        context or tool_context())
+
+
+def result_text(result) -> str:
+    return "".join(block["text"] for block in result["content"])
+
+
+def as_text(result) -> str:
+    return json.dumps(result, ensure_ascii=False, indent=2) + "\n"
+
+
+def fd_path(fd: int) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Every path the code under test opens successfully (os.open, open, io.open), as the kernel names it."""
+    paths: list[str] = []
+    real_os_open, real_open = os.open, builtins.open
+
+    def spy_os_open(*args, **kwargs):
+        fd = real_os_open(*args, **kwargs)
+        paths.append(fd_path(fd))
+        return fd
+
+    def spy_open(*args, **kwargs):
+        file = real_open(*args, **kwargs)
+        if hasattr(file, "fileno"):
+            paths.append(fd_path(file.fileno()))
+        return file
+
+    monkeypatch.setattr(os, "open", spy_os_open)
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(io, "open", spy_open)
+    return paths
+
+
+def outside(paths: list[str], root: Path) -> list[str]:
+    real_root = os.path.realpath(root)
+    return [p for p in paths if p != real_root and not p.startswith(real_root + os.sep)]
+
+
+@pytest.fixture
+def fifo_watchdog():
+    """Unblocks a reader stuck on a FIFO (by opening its write end) so a blocking tool fails, not hangs."""
+    armed: list[threading.Timer] = []
+    fired: list[str] = []
+
+    def arm(path):
+        def unblock():
+            fired.append(str(path))
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass  # no reader is blocked on it
+
+        timer = threading.Timer(5.0, unblock)
+        timer.start()
+        armed.append(timer)
+        return fired
+
+    yield arm
+    for timer in armed:
+        timer.cancel()
+
+
+@pytest.mark.asyncio
+@pytest.mark.section("真实往返")
+class TestRealReadRoundTrip:
+    async def test_readme_round_trip_reads_the_real_file(self, ch07, ch08, place, snapshot):
+        """The chapter 07 README round trip, end to end, with the real read tool on a real README.md."""
+        model = ScriptedModel([readme.first_answer(), readme.answer_from_read_result])
+        run = await run_loop(ch07, model=model, context=readme.context(),
+                             tools=Registry([ch08.create_read_tool(place.root)]))
+        assert run.render() == snapshot
+        assert str(place.tmp) not in run.render()
+        assert (run.reason, run.steps, run.executions, run.problems) == ("stop", 2, ["read"], [])
+        assert run.messages[2]["content"] == [text(readme.README)]
+        assert run.messages[3]["content"] == [text("项目名是 tiny-pi。")]
+
+    async def test_the_answer_follows_the_file_on_disk(self, ch07, ch08, place):
+        """Changing README.md on disk changes the final answer: the run really depends on the file."""
+        (place.root / "README.md").write_text("# pi-mono\nThe original.\n")
+        model = ScriptedModel([readme.first_answer(), readme.answer_from_read_result])
+        run = await run_loop(ch07, model=model, context=readme.context(),
+                             tools=Registry([ch08.create_read_tool(place.root)]))
+        assert run.messages[-1]["content"] == [text("项目名是 pi-mono。")]
+
+    async def test_an_escape_attempt_in_the_loop_is_an_error_result(self, ch07, ch08, place, snapshot):
+        """A model asking for ../secret.txt gets an error result it can read; the secret never appears."""
+        first = assistant_message([text("我先读取项目说明。"), readme.read_call(path="../secret.txt")], "toolUse")
+        model = ScriptedModel([first, readme.answer_from_read_result])
+        run = await run_loop(ch07, model=model, context=readme.context(),
+                             tools=Registry([ch08.create_read_tool(place.root)]))
+        assert run.render() == snapshot
+        assert SECRET not in run.render() and "Traceback" not in run.render()
+        assert (run.reason, run.messages[2]["isError"]) == ("stop", True)
+
+    async def test_reading_on_from_the_notice_in_the_loop(self, ch07, ch08, place, snapshot):
+        """A model that follows the truncation notice's offset reads a long file to its end, page by page."""
+        (place.root / "NOTES.md").write_text("".join(f"note {n}\n" for n in range(1, 8)))
+
+        def next_page(request):
+            last = request["messages"][-1]
+            if last["role"] == "toolResult" and last["details"].get("truncated"):
+                offset = last["details"]["nextOffset"]
+                call = tool_call(f"call-{offset}", "read", {"path": "NOTES.md", "offset": offset})
+                return assistant_message([call], "toolUse")
+            if last["role"] == "toolResult":
+                return assistant_message([text(f"读到第 {last['details']['endLine']} 行，文件结束。")], "stop")
+            return assistant_message([tool_call("call-1", "read", {"path": "NOTES.md"})], "toolUse")
+
+        context = {"systemPrompt": readme.SYSTEM_PROMPT, "messages": [user_message("请读完 NOTES.md。")]}
+        run = await run_loop(ch07, model=ScriptedModel([next_page] * 5), context=context,
+                             tools=Registry([ch08.create_read_tool(place.root, max_lines=3)]))
+        assert run.render() == snapshot
+        pages = [result_text(m).split("\n\n[")[0] for m in run.messages if m["role"] == "toolResult"]
+        assert "\n".join(pages) == "\n".join(f"note {n}" for n in range(1, 8))
+        assert (run.reason, len(run.executions)) == ("stop", 3)
+
+
+# Escape attempts: (path, with {tmp} and {root} filled in at run time; the refusal's details.error).
+ESCAPES = {
+    "parent": ("../secret.txt", "parent_traversal"),
+    "parent_deep": ("../../../../../../../etc/passwd", "parent_traversal"),
+    "parent_inner": ("docs/../../secret.txt", "parent_traversal"),
+    "parent_dot": ("./../secret.txt", "parent_traversal"),
+    "parent_bare": ("..", "parent_traversal"),
+    "parent_trailing": ("docs/..", "parent_traversal"),
+    "parent_after_file": ("README.md/../../secret.txt", "parent_traversal"),
+    "absolute_outside": ("{tmp}/secret.txt", "outside_workspace"),
+    "absolute_etc": ("/etc/passwd", "outside_workspace"),
+    "absolute_root_then_up": ("{root}/../secret.txt", "parent_traversal"),
+    "absolute_prefix_sibling": ("{root}-evil/secret.txt", "outside_workspace"),
+    "absolute_proc_root": ("/proc/self/root{tmp}/secret.txt", "outside_workspace"),
+    "absolute_inside_via_link": ("{root}/link_rel", "symlink_outside"),
+    "link_absolute": ("link_abs", "symlink_outside"),
+    "link_relative": ("link_rel", "symlink_outside"),
+    "link_directory": ("outdir/secret.txt", "symlink_outside"),
+    "link_deep": ("a/b/c/deep", "symlink_outside"),
+    "link_chain": ("chain1", "symlink_outside"),
+    "link_to_slash": ("slash/etc/passwd", "symlink_outside"),
+    "link_directory_up": ("docs/up2/secret.txt", "symlink_outside"),
+    "link_inside_then_out": ("docs/inner/c/deep", "symlink_outside"),
+    "link_prefix_sibling": ("prefix", "symlink_outside"),
+    "link_to_outside_fifo": ("fifolink", "symlink_outside"),
+    "link_absolute_inside_then_up": ("abs_in_then_up", "symlink_outside"),
+    "link_dotdot_in_middle": ("dotdot_in_middle", "symlink_outside"),
+    "link_loop": ("loop1", "symlink_loop"),
+    "nul_byte": ("README.md\0/../../secret.txt", "invalid_path"),
+    "overlong_path": ("a/" * 2100 + "secret.txt", "too_long"),
+    "overlong_component": ("x" * 256, "too_long"),
+    "no_home_expansion": ("~/secret.txt", "not_found"),
+    "no_url_decoding": ("%2e%2e/secret.txt", "not_found"),
+    "backslash_is_a_name": ("..\\secret.txt", "not_found"),
+    "file_url": ("file://{tmp}/secret.txt", "not_found"),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.section("越界")
+class TestNothingOutsideTheRootIsOpened:
+    @pytest.mark.parametrize("attempt", list(ESCAPES))
+    async def test_escape_attempt_is_refused(self, ch06, ch08, shared_place, opened, attempt):
+        """Each escape attempt is an error result with its reason, shows no secret, and opens nothing outside."""
+        place = shared_place
+        template, code = ESCAPES[attempt]
+        path = template.format(tmp=place.tmp, root=place.root)
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": path})
+        assert (result["isError"], result.get("details")) == (True, {"error": code}), result_text(result)
+        assert SECRET not in result_text(result) and "Traceback" not in result_text(result)
+        assert outside(opened, place.root) == []
+
+    async def test_links_that_stay_inside_are_followed(self, ch06, ch08, place, opened):
+        """Relative and absolute links whose targets lie inside the root read their target."""
+        tool = ch08.create_read_tool(place.root)
+        assert result_text(await read(ch06, tool, {"path": "docs/readme"})) == readme.README
+        assert result_text(await read(ch06, tool, {"path": "abs_inside"})) == "# Guide\nRead the docs."
+        assert result_text(await read(ch06, tool, {"path": f"{place.root}/./docs//guide.md"})) == "# Guide\nRead the docs."
+        assert opened and outside(opened, place.root) == []
+
+    @pytest.mark.parametrize("swap_in", ["symlink", "fifo"])
+    async def test_a_swap_after_the_check_does_not_fool_it(self, ch06, ch08, place, opened, monkeypatch,
+                                                           fifo_watchdog, swap_in):
+        """guide.md is replaced (by a link to the secret, or a FIFO) right after the tool first stats it."""
+        guide = place.root / "docs" / "guide.md"
+        decoy = place.root / "docs" / ".decoy"
+        if swap_in == "symlink":
+            os.symlink(place.tmp / "secret.txt", decoy)
+        else:
+            os.mkfifo(decoy)
+        fired = fifo_watchdog(guide)
+        swapped = []
+        real_stat, real_lstat = os.stat, os.lstat
+
+        def swap_once(real):
+            def checked(path, *args, **kwargs):
+                info = real(path, *args, **kwargs)
+                if not swapped and os.path.basename(os.fsdecode(path)) == "guide.md":
+                    os.replace(decoy, guide)
+                    swapped.append(True)
+                return info
+            return checked
+
+        monkeypatch.setattr(os, "stat", swap_once(real_stat))
+        monkeypatch.setattr(os, "lstat", swap_once(real_lstat))
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
+        monkeypatch.undo()
+        assert fired == [], "the read blocked on the FIFO swapped in"
+        assert SECRET not in result_text(result) and outside(opened, place.root) == []
+        if swapped:
+            assert result["isError"] is True
+
+
+def make_device(path: Path) -> None:
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # like /dev/null
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+
+
+def make_socket(path: Path) -> None:
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.close()  # the socket file stays
+
+
+# Refused reads that are not escapes: (what is placed at the path, the arguments, details.error).
+REFUSALS = {
+    "directory": (None, {"path": "docs"}, "directory"),
+    "workspace_root": (None, {"path": "."}, "directory"),
+    "missing_file": (None, {"path": "nope.md"}, "not_found"),
+    "missing_directory": (None, {"path": "nope/x.md"}, "not_found"),
+    "file_as_directory": (None, {"path": "README.md/x"}, "not_a_directory"),
+    "fifo": (os.mkfifo, {"path": "pipe"}, "not_regular"),
+    "device": (make_device, {"path": "null"}, "not_regular"),
+    "socket": (make_socket, {"path": "agent.sock"}, "not_regular"),
+    "binary": (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"), {"path": "logo.png"}, "binary"),
+    "not_utf8": (lambda p: p.write_bytes("café au lait\n".encode("latin-1")), {"path": "latin1.txt"}, "not_utf8"),
+    "empty_path": (None, {"path": ""}, "invalid_path"),
+    "offset_past_the_end": (None, {"path": "README.md", "offset": 5}, "offset_beyond_end"),
+    "parent": (None, {"path": "../secret.txt"}, "parent_traversal"),
+    "absolute_outside": (None, {"path": "/etc/passwd"}, "outside_workspace"),
+    "link_outside": (None, {"path": "outdir/secret.txt"}, "symlink_outside"),
+    "link_loop": (None, {"path": "loop1"}, "symlink_loop"),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.section("拒绝")
+class TestRefusals:
+    @pytest.mark.parametrize("case", list(REFUSALS))
+    async def test_refused_read(self, ch06, ch08, place, fifo_watchdog, snapshot, case):
+        """Each refused read is an error result with a clear message and its reason in details.error."""
+        make, arguments, code = REFUSALS[case]
+        if make is not None:
+            make(place.root / arguments["path"])
+        fired = fifo_watchdog(place.root / arguments["path"])
+        result = await read(ch06, ch08.create_read_tool(place.root), arguments)
+        assert fired == [], "the read blocked"
+        assert (result["isError"], result["details"]) == (True, {"error": code})
+        assert as_text(result) == snapshot
+
+    @pytest.mark.parametrize("arguments", [{"path": 7}, {"path": "README.md", "offset": 0},
+                                           {"path": "README.md", "limit": -1}, {"path": "README.md", "mode": "w"},
+                                           {"offset": 2}])
+    async def test_bad_arguments_are_stopped_by_the_schema(self, ch06, ch08, place, arguments):
+        """Arguments outside the tool's JSON Schema never reach it: the executor reports them."""
+        result = await read(ch06, ch08.create_read_tool(place.root), arguments)
+        assert result["isError"] is True and "Invalid arguments for tool read" in result_text(result)
+
+    async def test_a_missing_root_is_refused_when_the_tool_is_made(self, ch08, place):
+        """Binding the tool to a directory that does not exist is the operator's error, raised at once."""
+        with pytest.raises(ValueError, match="not a directory"):
+            ch08.create_read_tool(place.tmp / "no-such-dir")
+
+
+def numbered_lines(count: int) -> str:
+    return "".join(f"line {n:02}: {'x' * 20}\n" for n in range(1, count + 1))
+
+
+# Windows of a 30-line file: (the tool's caps, the call's offset / limit).
+WINDOWS = {
+    "line_cap": ({"max_lines": 10}, {}),
+    "offset_and_limit": ({}, {"offset": 11, "limit": 5}),
+    "last_window": ({"max_lines": 10}, {"offset": 21}),
+    "byte_cap": ({"max_bytes": 100}, {"offset": 3}),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.section("截断")
+class TestTruncation:
+    @pytest.mark.parametrize("case", list(WINDOWS))
+    async def test_window(self, ch06, ch08, place, snapshot, case):
+        """A window of a 30-line file: the text, and a notice naming the next offset when more follows."""
+        caps, arguments = WINDOWS[case]
+        (place.root / "long.txt").write_text(numbered_lines(30))
+        result = await read(ch06, ch08.create_read_tool(place.root, **caps), {"path": "long.txt", **arguments})
+        assert result["isError"] is False
+        assert as_text(result) == snapshot
+
+    async def test_one_line_longer_than_the_byte_cap(self, ch06, ch08, place, snapshot):
+        """A single over-long line is cut on a character boundary, and the notice says so."""
+        (place.root / "wide.txt").write_text("汉" * 300 + "\nnext\n")
+        result = await read(ch06, ch08.create_read_tool(place.root, max_bytes=100), {"path": "wide.txt"})
+        assert result_text(result).startswith("汉" * 33 + "\n\n[Line 1 is longer than the 100-byte limit")
+        assert as_text(result) == snapshot
+
+    async def test_default_caps(self, ch06, ch08, place):
+        """Without caps given, a read returns at most DEFAULT_MAX_LINES lines and DEFAULT_MAX_BYTES bytes."""
+        (place.root / "many.txt").write_text("".join(f"{n}\n" for n in range(1, 2601)))
+        (place.root / "big.txt").write_text(("y" * 99 + "\n") * 1000)
+        tool = ch08.create_read_tool(place.root)
+        many = await read(ch06, tool, {"path": "many.txt"})
+        assert many["details"]["endLine"] == ch08.DEFAULT_MAX_LINES == 2000
+        assert f"offset={ch08.DEFAULT_MAX_LINES + 1}" in result_text(many)
+        big = await read(ch06, tool, {"path": "big.txt"})
+        body = result_text(big).split("\n\n[")[0]
+        assert ch08.DEFAULT_MAX_BYTES == 50 * 1024 and len(body.encode()) <= ch08.DEFAULT_MAX_BYTES
+        assert big["details"]["nextOffset"] == ch08.DEFAULT_MAX_BYTES // 100 + 1
+
+    async def test_reading_on_reassembles_the_whole_file(self, ch06, ch08, place):
+        """Following nextOffset from read to read returns every line exactly once, in order."""
+        lines = [("é" * (n % 13)) + f"#{n}" for n in range(1, 60)] + ["", "last line without newline"]
+        (place.root / "mixed.txt").write_text("\n".join(lines))
+        tool = ch08.create_read_tool(place.root, max_lines=7, max_bytes=40)
+        seen, offset = [], 1
+        for _ in range(100):
+            result = await read(ch06, tool, {"path": "mixed.txt", "offset": offset})
+            seen.append(result_text(result).split("\n\n[")[0])
+            if not result["details"]["truncated"]:
+                break
+            offset = result["details"]["nextOffset"]
+        assert "\n".join(seen) == "\n".join(lines)
+
+    async def test_an_empty_file_reads_as_empty(self, ch06, ch08, place):
+        """An empty file is an empty, untruncated result, not an error."""
+        (place.root / "empty.txt").write_text("")
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "empty.txt"})
+        assert (result["isError"], result_text(result), result["details"]["truncated"]) == (False, "", False)
+
+
+@pytest.mark.asyncio
+@pytest.mark.section("中止")
+class TestAbort:
+    async def test_an_aborted_signal_stops_the_read(self, ch06, ch08, place):
+        """A read started after the run was aborted returns an aborted error result, not the file."""
+        controller = AbortController()
+        controller.abort()
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "README.md"},
+                            tool_context(signal=controller.signal))
+        assert (result["isError"], result["details"]) == (True, {"error": "aborted"})
+
+    async def test_abort_during_a_large_read_stops_it(self, ch06, ch08, place):
+        """Aborting at the first progress report of a long read stops it there, with an aborted error."""
+        (place.root / "huge.txt").write_text("z" * 63 + "\n" * 1 + ("w" * 63 + "\n") * 60_000)
+        controller = AbortController()
+        reports = []
+
+        def progress(content):
+            reports.append(content)
+            controller.abort()
+
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "huge.txt", "offset": 60_001},
+                            tool_context(signal=controller.signal, progress=progress))
+        assert (result["isError"], result["details"], len(reports)) == (True, {"error": "aborted"}, 1)
+
+        unaborted = []
+        whole = await read(ch06, ch08.create_read_tool(place.root), {"path": "huge.txt", "offset": 60_001},
+                           tool_context(progress=unaborted.append))
+        assert whole["isError"] is False and len(unaborted) > 1
+
+    async def test_abort_during_a_read_in_the_loop(self, ch07, ch08, place, snapshot):
+        """In the loop, a read aborted mid-way ends with its error result paired and no further request."""
+        (place.root / "README.md").write_text(("w" * 63 + "\n") * 40_000)
+        controller = AbortController()
+
+        def abort_on_progress(event):
+            if event["type"] == "tool_progress":
+                controller.abort()
+
+        far = tool_call("call-1", "read", {"path": "README.md", "offset": 40_000})
+        model = ScriptedModel([assistant_message([far], "toolUse"), readme.answer_from_read_result])
+        run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
+                             on_event=abort_on_progress, tools=Registry([ch08.create_read_tool(place.root)]))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, len(model.requests), run.messages[-1]["isError"]) == ("aborted", 1, 1, True)
+
+
+@pytest.mark.section("演示")
+class TestDemoCommand:
+    def test_demo_reads_the_directory_given(self, place, capsys):
+        """`course demo --workspace DIR` answers from DIR's own README.md."""
+        (place.root / "README.md").write_text("# pi-mono\nThe original.\n")
+        assert cli.main(["demo", "--workspace", str(place.root)]) == 0
+        assert "[stop] 项目名是 pi-mono。" in capsys.readouterr().out
+
+    def test_demo_without_a_directory_makes_a_temporary_workspace(self, capsys):
+        """`course demo --workspace` alone reads a README.md from a temporary workspace it creates."""
+        assert cli.main(["demo", "--workspace"]) == 0
+        out = capsys.readouterr().out
+        assert "temporary workspace" in out and "call-1 → # tiny-pi ..." in out and "invariants       hold" in out
+
+    def test_demo_refuses_a_missing_directory(self, place, capsys):
+        """A directory that does not exist is a usage error (exit 2), not a traceback."""
+        assert cli.main(["demo", "--workspace", str(place.tmp / "nope")]) == 2
+        assert "is not a directory" in capsys.readouterr().err
