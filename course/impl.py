@@ -119,3 +119,9 @@ def current() -> Implementation:
 def load_checkpoint(module: str) -> ModuleType:
     """The chapter module under test: the student's where configured and written, else the reference."""
     return _current.load(module)
+
+
+def load_prerequisite(module: str) -> ModuleType:
+    """An earlier chapter a test uses besides the one it judges: the reference (carry-forward), or
+    the student's under `chain` — the same module the student's own imports of it get."""
+    return importlib.import_module(f"{REFERENCE_PACKAGE}.{module}")

@@ -16,10 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from course import cli
 from course import readme_example as readme
 from course.abort import AbortController
-from course.harness import load_checkpoint, run_loop
+from course.harness import load_checkpoint, load_prerequisite, run_loop
 from course.messages import assistant_message, text, tool_call, user_message
 from course.scripted import ScriptedModel
 from course.tools import Registry, ToolExecutionContext
@@ -34,12 +33,12 @@ def ch08():
 
 @pytest.fixture
 def ch07():
-    return load_checkpoint("ch07_agent_loop")
+    return load_prerequisite("ch07_agent_loop")
 
 
 @pytest.fixture
 def ch06():
-    return load_checkpoint("ch06_tool_execution")
+    return load_prerequisite("ch06_tool_execution")
 
 
 @pytest.fixture
@@ -265,6 +264,7 @@ class TestNothingOutsideTheRootIsOpened:
     @pytest.mark.parametrize("attempt", list(ESCAPES))
     async def test_escape_attempt_is_refused(self, ch06, ch08, shared_place, opened, attempt):
         """Each escape attempt is an error result with its reason, shows no secret, and opens nothing outside."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
         place = shared_place
         template, code = ESCAPES[attempt]
         path = template.format(tmp=place.tmp, root=place.root)
@@ -275,6 +275,7 @@ class TestNothingOutsideTheRootIsOpened:
 
     async def test_links_that_stay_inside_are_followed(self, ch06, ch08, place, opened):
         """Relative and absolute links whose targets lie inside the root read their target."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
         tool = ch08.create_read_tool(place.root)
         assert result_text(await read(ch06, tool, {"path": "docs/readme"})) == readme.README
         assert result_text(await read(ch06, tool, {"path": "abs_inside"})) == "# Guide\nRead the docs."
@@ -285,6 +286,7 @@ class TestNothingOutsideTheRootIsOpened:
     async def test_a_swap_after_the_check_does_not_fool_it(self, ch06, ch08, place, opened, monkeypatch,
                                                            fifo_watchdog, swap_in):
         """guide.md is replaced (by a link to the secret, or a FIFO) right after the tool first stats it."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
         guide = place.root / "docs" / "guide.md"
         decoy = place.root / "docs" / ".decoy"
         if swap_in == "symlink":
@@ -488,23 +490,3 @@ class TestAbort:
                              on_event=abort_on_progress, tools=Registry([ch08.create_read_tool(place.root)]))
         assert run.render() == snapshot
         assert (run.reason, run.steps, len(model.requests), run.messages[-1]["isError"]) == ("aborted", 1, 1, True)
-
-
-@pytest.mark.section("演示")
-class TestDemoCommand:
-    def test_demo_reads_the_directory_given(self, place, capsys):
-        """`course demo --workspace DIR` answers from DIR's own README.md."""
-        (place.root / "README.md").write_text("# pi-mono\nThe original.\n")
-        assert cli.main(["demo", "--workspace", str(place.root)]) == 0
-        assert "[stop] 项目名是 pi-mono。" in capsys.readouterr().out
-
-    def test_demo_without_a_directory_makes_a_temporary_workspace(self, capsys):
-        """`course demo --workspace` alone reads a README.md from a temporary workspace it creates."""
-        assert cli.main(["demo", "--workspace"]) == 0
-        out = capsys.readouterr().out
-        assert "temporary workspace" in out and "call-1 → # tiny-pi ..." in out and "invariants       hold" in out
-
-    def test_demo_refuses_a_missing_directory(self, place, capsys):
-        """A directory that does not exist is a usage error (exit 2), not a traceback."""
-        assert cli.main(["demo", "--workspace", str(place.tmp / "nope")]) == 2
-        assert "is not a directory" in capsys.readouterr().err

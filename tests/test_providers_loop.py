@@ -10,7 +10,7 @@ from loopback import LoopbackServer, Reply, collect, make_model, readme_request,
 from course import cli
 from course import readme_example as readme
 from course.abort import AbortController
-from course.harness import load_checkpoint, run_loop
+from course.harness import load_prerequisite, run_loop
 from course.messages import text, user_message
 from course.providers.streaming import parse_arguments
 from course.tools import Registry
@@ -52,7 +52,7 @@ class TestChapter07Loop:
     async def test_readme_round_trip(self, provider, model, server, snapshot):
         server.replies.extend([Reply(recorded(f"{provider}_readme_first.sse")),
                                Reply(recorded(f"{provider}_readme_final.sse"))])
-        run = await run_loop(load_checkpoint("ch07_agent_loop"), model=model, context=readme.context(),
+        run = await run_loop(load_prerequisite("ch07_agent_loop"), model=model, context=readme.context(),
                              tools=Registry([readme.memory_read_tool()]))
         assert run.render() == snapshot
         assert (run.reason, run.steps, run.executions, run.problems) == ("stop", 2, ["read"], [])
@@ -60,7 +60,7 @@ class TestChapter07Loop:
         assert len(server.requests) == 2
 
     async def test_a_truncated_call_is_skipped_and_the_next_run_is_accepted(self, provider, model, server):
-        ch07 = load_checkpoint("ch07_agent_loop")
+        ch07 = load_prerequisite("ch07_agent_loop")
         tools = Registry([readme.memory_read_tool()])
         server.replies.extend([Reply(recorded(LENGTH_STREAM[provider])),
                                Reply(recorded(f"{provider}_readme_final.sse"))])
