@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from course import readme_example
+from course import mutants, readme_example
 from course.clock import StepClock, use_clock
 from course.harness import load_checkpoint, run_loop
 from course.scripted import ScriptedModel
@@ -39,7 +39,7 @@ def register(commands) -> None:
 
 
 # Each command module has `register(commands)`, adding its subcommand; this list is the CLI.
-COMMANDS = [register]
+COMMANDS = [register, mutants.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from course.abort import AbortController
 from course.harness import load_checkpoint, run_loop
 from course.messages import assistant_message, text, tool_call, tool_result, user_message
 from course.scripted import ScriptedModel
-from course.tools import Registry
+from course.tools import Registry, Tool
 
 pytestmark = pytest.mark.asyncio
 
@@ -35,6 +35,28 @@ def probe(replies, *, gates=None, before=None):
         return tool_result(call, [text(reply)])
 
     return execute
+
+
+class SiblingGate:
+    """An asyncio.Event that a call waits on until its sibling in the same batch has finished.
+
+    A loop that awaits its tools one after another never runs the sibling, so rather than hang for
+    ever, the wait gives up once the event loop has turned many times without the sibling, and the
+    call fails saying so (the run's snapshot then shows it)."""
+
+    def __init__(self, sibling: str) -> None:
+        self.sibling = sibling
+        self.event = asyncio.Event()
+
+    def set(self) -> None:
+        self.event.set()
+
+    async def wait(self) -> None:
+        for _ in range(1000):
+            if self.event.is_set():
+                return
+            await asyncio.sleep(0)  # one turn of the event loop, not a delay
+        raise RuntimeError(f"{self.sibling} never finished while this call ran: the tools ran one after another")
 
 
 @pytest.mark.section("纯文本 stop")
@@ -119,7 +141,7 @@ class TestNonExecutingTerminals:
 @pytest.mark.section("并发工具")
 class TestConcurrentTools:
     async def test_fast_finishes_first_results_stay_in_call_order(self, ch07, snapshot):
-        slow_may_finish = asyncio.Event()
+        slow_may_finish = SiblingGate("fast-call")
 
         def release_slow_after_fast(event):
             if event["type"] == "tool_end" and event["result"]["toolCallId"] == "fast-call":
@@ -184,6 +206,36 @@ class TestAbortAndMaxSteps:
                              on_event=abort_once_the_call_streamed, execute_tool_call=probe({"call-1": readme.README}))
         assert run.render() == snapshot
         assert (run.reason, run.steps, run.executions) == ("aborted", 1, [])
+
+    async def test_abort_during_the_last_step_ends_aborted(self, ch07, snapshot):
+        # The check after the batch, not the max_steps bound, ends this run: the abort is what stopped it.
+        controller = AbortController()
+        model = ScriptedModel([readme.first_answer(), readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal, max_steps=1,
+                             execute_tool_call=probe({"call-1": readme.README},
+                                                     before=lambda call, context: controller.abort()))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, len(model.requests)) == ("aborted", 1, 1)
+
+    async def test_a_long_tool_stops_on_the_runs_signal(self, ch07, snapshot):
+        controller = AbortController()
+
+        async def watch(arguments, context):
+            context.report_progress([text("watching until stopped")])
+            reason = await context.signal.wait()
+            return {"content": [text(f"stopped: {reason}")], "isError": True}
+
+        def stop_once_watching(event):
+            if event["type"] == "tool_progress":
+                controller.abort("user pressed stop")
+
+        model = ScriptedModel([assistant_message([tool_call("call-1", "watch", {})], "toolUse")])
+        run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
+                             on_event=stop_once_watching,
+                             tools=Registry([Tool("watch", "Watch until stopped.", {"type": "object"}, watch)]))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, run.executions) == ("aborted", 1, ["watch"])
+        assert run.messages[-1]["content"] == [text("stopped: user pressed stop")]
 
     async def test_max_steps_one(self, ch07, snapshot):
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
