@@ -312,7 +312,8 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
     """One line per variant: the tests that killed it, SURVIVED, or why it could not be judged."""
     survivors = [o for o in outcomes if not o.killed]
     verdict = "all killed" if not survivors else f"{len(survivors)} not killed"
-    lines = [f"Chapter {chapter.number} — {chapter.title}: {len(outcomes)} variants, {verdict}", ""]
+    count = f"{len(outcomes)} variant{'' if len(outcomes) == 1 else 's'}"
+    lines = [f"Chapter {chapter.number} — {chapter.title}: {count}, {verdict}", ""]
     width = max(len("variant"), *(len(o.variant) for o in outcomes))
     lines.append(f"{'variant':<{width}}  killed by")
     for outcome in outcomes:
@@ -321,10 +322,12 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
         elif not outcome.failed:
             verdict = f"SURVIVED ({outcome.passed} tests passed)"
         else:
-            shown = ", ".join(outcome.failed[:2])
+            shown = ", ".join(test.split("::")[-1] for test in outcome.failed[:2])
             more = f" (+{len(outcome.failed) - 2} more)" if len(outcome.failed) > 2 else ""
             verdict = f"{len(outcome.failed)}: {shown}{more}"
         lines.append(f"{outcome.variant:<{width}}  {verdict}")
+    if survivors:
+        lines += ["", "A variant that is not killed is a gap in the tests: add the scenario or assertion that fails it."]
     return "\n".join(lines) + "\n"
 
 
@@ -334,6 +337,11 @@ def mutants_command(args: argparse.Namespace) -> int:
     selection = Selection(tuple(args.deselect), args.keyword)
     if args.write_signatures and (args.variant or selection != Selection()):
         print("--write-signatures needs every variant judged by every test", file=sys.stderr)
+        return 2
+    missing = [c.test_file for c in chapters if not (REPO / c.test_file).is_file()]
+    if missing:
+        print(f"course mutants needs the course's tests next to checkpoints/; missing {', '.join(missing)}",
+              file=sys.stderr)
         return 2
     try:
         outcomes = run_gallery(chapters, names=args.variant or None, selection=selection, jobs=args.jobs)
