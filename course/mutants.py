@@ -166,9 +166,10 @@ def judge(chapter: Chapter, variant: Mutant | Starter, selection: Selection = Se
         # pytest collects garbage several times per run; what earlier runs left alive need not be rescanned.
         gc.freeze()
         with contextlib.redirect_stdout(output):
-            # The worker imported the course package before pytest could mark it for assertion rewriting.
+            # Pass or fail is all a signature needs: no tracebacks, and no assertion rewriting to explain
+            # failures (which also spares the warning that the worker imported `course` before pytest).
             code = pytest.main([str(REPO / chapter.test_file), f"--impl={directory}", "-p", "no:cacheprovider",
-                                "-q", "--tb=no", "--no-header", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                                "-q", "--tb=no", "--no-header", "--assert=plain",
                                 *selection.pytest_args(chapter)], plugins=[failures])
         # The next variant is loaded fresh: forget this one's modules and its directory.
         for name in [n for n in sys.modules if n.startswith("tiny_pi_student.")]:
@@ -233,6 +234,7 @@ def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, sele
     A variant that hangs the tests for `timeout` seconds (or kills its worker) is reported as an
     error, and a fresh worker takes over the rest of that worker's queue.
     """
+    jobs = max(1, jobs)
     chosen = [[c.number, v.name] for c in chapters for v in variants(c) if names is None or v.name in names]
     unknown = sorted(set(names or ()) - {name for _, name in chosen})
     if unknown:
@@ -246,7 +248,7 @@ def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, sele
             started += 1
             return _Worker(queue, selection, Path(directory, f"worker-{started}.jsonl"), timeout)
 
-        workers = [start(chosen[i::jobs]) for i in range(max(1, jobs)) if chosen[i::jobs]]
+        workers = [start(chosen[i::jobs]) for i in range(jobs) if chosen[i::jobs]]
         while workers:
             time.sleep(0.05)
             for worker in list(workers):
