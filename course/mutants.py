@@ -84,10 +84,8 @@ def starter_source(reference: str) -> str:
     tree = ast.parse(reference)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = node.body[0]
-            keep = [first] if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
-                and isinstance(first.value.value, str) else []
-            node.body = keep + [ast.Raise(exc=ast.Name(id="NotImplementedError", ctx=ast.Load()))]
+            docstring = node.body[:1] if ast.get_docstring(node, clean=False) is not None else []
+            node.body = docstring + [ast.Raise(exc=ast.Name(id="NotImplementedError", ctx=ast.Load()))]
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
