@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import difflib
 import gc
 import importlib
 import io
@@ -316,7 +317,9 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
     lines = [f"Chapter {chapter.number} — {chapter.title}: {count}, {verdict}", ""]
     width = max(len("variant"), *(len(o.variant) for o in outcomes))
     lines.append(f"{'variant':<{width}}  killed by")
+    first_with: dict[tuple[str, ...], str] = {}
     for outcome in outcomes:
+        same = first_with.setdefault(tuple(sorted(outcome.failed)), outcome.variant)
         if outcome.error is not None:
             verdict = f"ERROR: {outcome.error}"
         elif not outcome.failed:
@@ -325,15 +328,31 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
             shown = ", ".join(test.split("::")[-1] for test in outcome.failed[:2])
             more = f" (+{len(outcome.failed) - 2} more)" if len(outcome.failed) > 2 else ""
             verdict = f"{len(outcome.failed)}: {shown}{more}"
+            if same != outcome.variant:  # diagnosis cannot tell these two apart
+                verdict += f"  (same tests as {same})"
         lines.append(f"{outcome.variant:<{width}}  {verdict}")
     if survivors:
         lines += ["", "A variant that is not killed is a gap in the tests: add the scenario or assertion that fails it."]
     return "\n".join(lines) + "\n"
 
 
+def show_variant(chapter: Chapter, name: str) -> str:
+    """The variant as a unified diff against the reference checkpoint."""
+    variant = next(v for v in variants(chapter) if v.name == name)
+    reference = reference_source(chapter)
+    path = f"checkpoints/{chapter.module}.py"
+    diff = difflib.unified_diff(reference.splitlines(keepends=True), variant.source(reference).splitlines(keepends=True),
+                                fromfile=path, tofile=f"{path} ({name})")
+    return "".join(diff)
+
+
 def mutants_command(args: argparse.Namespace) -> int:
     """Run each chapter's tests against its known-wrong variants; fail if any variant survives."""
     chapters = [find_chapter(n) for n in args.chapters] if args.chapters else CHAPTERS
+    if args.show:
+        shown = [show_variant(c, args.show) for c in chapters if args.show in {v.name for v in variants(c)}]
+        print("".join(shown) or f"no variant {args.show}\n", end="")
+        return 0 if shown else 2
     selection = Selection(tuple(args.deselect), args.keyword)
     if args.write_signatures and (args.variant or selection != Selection()):
         print("--write-signatures needs every variant judged by every test", file=sys.stderr)
@@ -365,6 +384,7 @@ def register(commands) -> None:
     parser.add_argument("--deselect", action="append", default=[], metavar="TEST",
                         help="leave out a test, named relative to its module (TestX::test_y[param])")
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="run only the tests pytest -k EXPR selects")
+    parser.add_argument("--show", metavar="NAME", help="print the variant as a diff against the reference, run nothing")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (2)")
     parser.add_argument("--write-signatures", action="store_true",
                         help=f"store the failure signatures that diagnosis uses ({SIGNATURES.name})")

@@ -56,7 +56,8 @@ class SiblingGate:
             if self.event.is_set():
                 return
             await asyncio.sleep(0)  # one turn of the event loop, not a delay
-        raise RuntimeError(f"{self.sibling} never finished while this call ran: the tools ran one after another")
+        raise RuntimeError(f"{self.sibling} did not run while this call waited for it: "
+                           "the tools ran one after another")
 
 
 @pytest.mark.section("纯文本 stop")
@@ -158,6 +159,30 @@ class TestConcurrentTools:
         ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
         appended = [m["toolCallId"] for m in run.messages if m["role"] == "toolResult"]
         assert (ends, appended) == (["fast-call", "slow-call"], ["slow-call", "fast-call"])
+
+    async def test_tools_overlap_even_when_they_finish_in_call_order(self, ch07, snapshot):
+        # call-1 waits until call-2 has started, call-2 until call-1 has ended: only a concurrent batch passes,
+        # whatever order it appends results in.
+        second_started, first_ended = SiblingGate("call-2"), SiblingGate("call-1")
+
+        def note_start(call, context):
+            if call["id"] == "call-2":
+                second_started.set()
+
+        def release_second(event):
+            if event["type"] == "tool_end" and event["result"]["toolCallId"] == "call-1":
+                first_ended.set()
+
+        model = ScriptedModel([
+            assistant_message([readme.read_call("call-1"), readme.read_call("call-2", "NOTES.md")], "toolUse"),
+            assistant_message([text("两个都读完了。")], "stop"),
+        ])
+        run = await run_loop(ch07, model=model, context=readme.context(), on_event=release_second,
+                             execute_tool_call=probe({"call-1": readme.README, "call-2": "notes"}, before=note_start,
+                                                     gates={"call-1": second_started, "call-2": first_ended}))
+        assert run.render() == snapshot
+        ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
+        assert ends == ["call-1", "call-2"] and not any(m.get("isError") for m in run.messages)
 
     async def test_rejecting_executor_does_not_lose_its_sibling(self, ch07, snapshot):
         model = ScriptedModel([

@@ -115,6 +115,14 @@ def test_the_command_passes_when_every_variant_is_killed(capsys):
     assert re.search(rf"^length-executes-tools +{killed_by}$", out, re.MULTILINE), out
 
 
+def test_show_prints_the_variant_as_a_diff(capsys):
+    assert main(["mutants", "07", "--show", "length-executes-tools"]) == 0
+    diff = capsys.readouterr().out.splitlines()
+    assert '-            if assistant["stopReason"] != "toolUse":' in diff
+    assert '+            if assistant["stopReason"] not in ("toolUse", "length"):' in diff
+    assert len([line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]) == 2
+
+
 def test_diagnose_names_the_length_mistake_and_its_section():
     assert mutants.diagnose("07", LENGTH_FAILURES) == [
         ("length-executes-tools", "your loop runs tools after a truncated response (stopReason length) — see 非执行终态"),
