@@ -331,8 +331,11 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
             if same != outcome.variant:  # diagnosis cannot tell these two apart
                 verdict += f"  (same tests as {same})"
         lines.append(f"{outcome.variant:<{width}}  {verdict}")
-    if survivors:
-        lines += ["", "A variant that is not killed is a gap in the tests: add the scenario or assertion that fails it."]
+    if any(o.error is None and not o.failed for o in outcomes):
+        lines += ["", "A variant that survives is a gap in the tests: add the scenario or assertion that fails it."]
+    if any(o.error is not None for o in outcomes):
+        lines += ["", "A variant the tests cannot judge (a stale patch, a hang, a crash) must be fixed, "
+                      "or the tests made to fail it."]
     return "\n".join(lines) + "\n"
 
 
@@ -341,7 +344,8 @@ def show_variant(chapter: Chapter, name: str) -> str:
     variant = next(v for v in variants(chapter) if v.name == name)
     reference = reference_source(chapter)
     path = f"checkpoints/{chapter.module}.py"
-    diff = difflib.unified_diff(reference.splitlines(keepends=True), variant.source(reference).splitlines(keepends=True),
+    diff = difflib.unified_diff(reference.splitlines(keepends=True),
+                                variant.source(reference).splitlines(keepends=True),
                                 fromfile=path, tofile=f"{path} ({name})")
     return "".join(diff)
 

@@ -125,7 +125,8 @@ def test_show_prints_the_variant_as_a_diff(capsys):
 
 def test_diagnose_names_the_length_mistake_and_its_section():
     assert mutants.diagnose("07", LENGTH_FAILURES) == [
-        ("length-executes-tools", "your loop runs tools after a truncated response (stopReason length) — see 非执行终态"),
+        ("length-executes-tools",
+         "your loop runs tools after a truncated response (stopReason length) — see 非执行终态"),
     ]
     full_ids = {f"tests/test_ch07_agent_loop.py::{name}" for name in LENGTH_FAILURES}
     assert [name for name, _ in mutants.diagnose("ch07", full_ids)] == ["length-executes-tools"]
