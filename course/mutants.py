@@ -150,51 +150,44 @@ class _Failures:
             self.failed.append(f"<collection of {report.nodeid}>")
 
 
-def judge(chapter: Chapter, variant: Mutant | Starter, selection: Selection = Selection()) -> Outcome:
-    """Run the chapter's test module against one variant, in this process (a worker calls it many times)."""
+def judge(chapter: Chapter, name: str, directory: Path, selection: Selection = Selection()) -> Outcome:
+    """Run the chapter's test module against the variant written in `directory`, in this process."""
     import pytest  # only the workers need it
 
-    try:
-        source = variant.source(reference_source(chapter))
-    except StalePatch as stale:
-        return Outcome(chapter.number, variant.name, [], 0, error=str(stale))
-    with tempfile.TemporaryDirectory(prefix=f"mutant-{variant.name}-") as directory:
-        Path(directory, f"{chapter.module}.py").write_text(source, encoding="utf-8")
-        failures = _Failures()
-        output = io.StringIO()
-        # pytest collects garbage several times per run; what earlier runs left alive need not be rescanned.
-        gc.freeze()
-        with contextlib.redirect_stdout(output):
-            # Pass or fail is all a signature needs: no tracebacks, and no assertion rewriting to explain
-            # failures (which also spares the warning that the worker imported `course` before pytest).
-            code = pytest.main([str(REPO / chapter.test_file), f"--impl={directory}", "-p", "no:cacheprovider",
-                                "-q", "--tb=no", "--no-header", "--assert=plain",
-                                *selection.pytest_args(chapter)], plugins=[failures])
-        # The next variant is loaded fresh: forget this one's modules and its directory.
-        for name in [n for n in sys.modules if n.startswith("tiny_pi_student.")]:
-            del sys.modules[name]
-        while directory in sys.path:
-            sys.path.remove(directory)
+    failures = _Failures()
+    output = io.StringIO()
+    # pytest collects garbage several times per run; what earlier runs left alive need not be rescanned.
+    gc.freeze()
+    with contextlib.redirect_stdout(output):
+        # Pass or fail is all a signature needs: no tracebacks, and no assertion rewriting to explain
+        # failures (which also spares the warning that the worker imported `course` before pytest).
+        code = pytest.main([str(REPO / chapter.test_file), f"--impl={directory}", "-p", "no:cacheprovider",
+                            "-q", "--tb=no", "--no-header", "--assert=plain",
+                            *selection.pytest_args(chapter)], plugins=[failures])
+    # The next variant is loaded fresh: forget this one's modules and its directory.
+    for module in [m for m in sys.modules if m.startswith("tiny_pi_student.")]:
+        del sys.modules[module]
+    while str(directory) in sys.path:
+        sys.path.remove(str(directory))
     error = None
     if code not in (0, 1) or (code == 1 and not failures.failed):
         error = f"pytest exited {int(code)}: " + " | ".join(output.getvalue().strip().splitlines()[-3:])
-    return Outcome(chapter.number, variant.name, failures.failed, failures.passed, error)
+    return Outcome(chapter.number, name, failures.failed, failures.passed, error)
 
 
 def _worker() -> None:
-    """`python -c '...; _worker()' JOB_JSON OUT_FILE`: judges [chapter, variant] pairs, one JSON line each."""
+    """`python -c '...; _worker()' JOB_JSON OUT_FILE`: judges each [chapter, variant, directory], one JSON line each."""
     job, out_file = json.loads(sys.argv[1]), sys.argv[2]
     selection = Selection(tuple(job["deselect"]), job["keyword"])
     with open(out_file, "a", encoding="utf-8") as out:
-        for number, name in job["queue"]:
-            chapter = find_chapter(number)
-            variant = next(v for v in variants(chapter) if v.name == name)
-            out.write(json.dumps(judge(chapter, variant, selection).__dict__, ensure_ascii=False) + "\n")
+        for number, name, directory in job["queue"]:
+            outcome = judge(find_chapter(number), name, Path(directory), selection)
+            out.write(json.dumps(outcome.__dict__, ensure_ascii=False) + "\n")
             out.flush()
 
 
 class _Worker:
-    """A worker process judging a queue of [chapter, variant] pairs; `poll()` collects what it reported."""
+    """A worker process judging a queue of [chapter, variant, directory]; `poll()` collects what it reported."""
 
     def __init__(self, queue: list[list[str]], selection: Selection, out_file: Path, timeout: float) -> None:
         self.queue, self.out_file, self.timeout = list(queue), out_file, timeout
@@ -215,7 +208,7 @@ class _Worker:
         return new
 
     def stuck(self) -> str | None:
-        """Why the pair at the head of the queue will never be reported, or None while all is well."""
+        """Why the variant at the head of the queue will never be reported, or None while all is well."""
         if self.process.poll() is not None:
             _, stderr = self.process.communicate()
             return f"the worker exited {self.process.returncode}: {stderr.strip()[-300:]}"
@@ -226,28 +219,36 @@ class _Worker:
         return None
 
 
-def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, selection: Selection = Selection(),
-                jobs: int = 2, timeout: float = 30) -> list[Outcome]:
-    """Judge the chapters' variants (all, or those named) in `jobs` worker processes; outcomes in gallery order.
+def run_variants(chosen: list[tuple[Chapter, Mutant | Starter]], *, selection: Selection = Selection(),
+                 jobs: int = 2, timeout: float = 30) -> list[Outcome]:
+    """Judge each (chapter, variant) in `jobs` worker processes; the outcomes in the same order.
 
     A variant that hangs the tests for `timeout` seconds (or kills its worker) is reported as an
     error, and a fresh worker takes over the rest of that worker's queue.
     """
     jobs = max(1, jobs)
-    chosen = [[c.number, v.name] for c in chapters for v in variants(c) if names is None or v.name in names]
-    unknown = sorted(set(names or ()) - {name for _, name in chosen})
-    if unknown:
-        raise LookupError(f"no variant {', '.join(unknown)} in chapter {', '.join(c.number for c in chapters)}")
     outcomes: dict[tuple[str, str], Outcome] = {}
-    with tempfile.TemporaryDirectory(prefix="mutants-") as directory:
+    with tempfile.TemporaryDirectory(prefix="mutants-") as root:
+        queue = []
+        for chapter, variant in chosen:
+            try:
+                source = variant.source(reference_source(chapter))
+            except StalePatch as stale:
+                outcomes[chapter.number, variant.name] = Outcome(chapter.number, variant.name, [], 0, str(stale))
+                continue
+            directory = Path(root, chapter.number, variant.name)  # a student directory holding just this module
+            directory.mkdir(parents=True)
+            (directory / f"{chapter.module}.py").write_text(source, encoding="utf-8")
+            queue.append([chapter.number, variant.name, str(directory)])
+
         started = 0
 
-        def start(queue: list[list[str]]) -> _Worker:
+        def start(work: list[list[str]]) -> _Worker:
             nonlocal started
             started += 1
-            return _Worker(queue, selection, Path(directory, f"worker-{started}.jsonl"), timeout)
+            return _Worker(work, selection, Path(root, f"worker-{started}.jsonl"), timeout)
 
-        workers = [start(chosen[i::jobs]) for i in range(jobs) if chosen[i::jobs]]
+        workers = [start(queue[i::jobs]) for i in range(jobs) if queue[i::jobs]]
         while workers:
             time.sleep(0.05)
             for worker in list(workers):
@@ -262,11 +263,21 @@ def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, sele
                 outcomes.update(((o.chapter, o.variant), o) for o in worker.poll())  # reported before it stopped
                 workers.remove(worker)
                 if worker.queue:
-                    (number, name), rest = worker.queue[0], worker.queue[1:]
+                    (number, name, _), rest = worker.queue[0], worker.queue[1:]
                     outcomes[number, name] = Outcome(number, name, [], 0, error=why)
                     if rest:
                         workers.append(start(rest))
-    return [outcomes[number, name] for number, name in chosen]
+    return [outcomes[chapter.number, variant.name] for chapter, variant in chosen]
+
+
+def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, selection: Selection = Selection(),
+                jobs: int = 2, timeout: float = 30) -> list[Outcome]:
+    """Judge the chapters' variants (all, or those named), in gallery order."""
+    chosen = [(c, v) for c in chapters for v in variants(c) if names is None or v.name in names]
+    unknown = sorted(set(names or ()) - {v.name for _, v in chosen})
+    if unknown:
+        raise LookupError(f"no variant {', '.join(unknown)} in chapter {', '.join(c.number for c in chapters)}")
+    return run_variants(chosen, selection=selection, jobs=jobs, timeout=timeout)
 
 
 def load_signatures() -> dict[str, dict[str, list[str]]]:

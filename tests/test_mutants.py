@@ -115,6 +115,18 @@ def test_the_command_passes_when_every_variant_is_killed(capsys):
     assert re.search(rf"^length-executes-tools +{killed_by}$", out, re.MULTILINE), out
 
 
+def test_a_crashing_or_stale_variant_is_reported_and_the_rest_still_judged():
+    chapter = find_chapter("07")
+    dies = mutants.Mutant("dies", "纯文本 stop", "h", "return await stream.result()", "import os\nos._exit(3)")
+    stale = mutants.Mutant("stale", "纯文本 stop", "h", "text the reference does not have", "")
+    length = next(v for v in mutants.variants(chapter) if v.name == "length-executes-tools")
+    dead, unapplied, judged = mutants.run_variants([(chapter, dies), (chapter, stale), (chapter, length)], jobs=1)
+    assert not dead.killed and dead.error.startswith("the worker exited 3")
+    assert not unapplied.killed and "has 0 copies" in unapplied.error
+    assert judged.killed and set(judged.failed) == LENGTH_FAILURES  # judged by a fresh worker
+    assert "ERROR: the worker exited 3" in mutants.render_table(chapter, [dead, unapplied, judged])
+
+
 def test_show_prints_the_variant_as_a_diff(capsys):
     assert main(["mutants", "07", "--show", "length-executes-tools"]) == 0
     diff = capsys.readouterr().out.splitlines()
