@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import check, grade, readme_example, snapshots, starter
+from course import check, grade, mutants, readme_example, snapshots, starter
 from course.clock import StepClock, use_clock
 from course.harness import load_checkpoint, run_loop
 from course.scripted import ScriptedModel
@@ -110,7 +110,7 @@ def register(commands) -> None:
 
 
 # Each command module has `register(commands)`, adding its subcommand; this list is the CLI.
-COMMANDS = [register, starter.register, check.register, snapshots.register, grade.register]
+COMMANDS = [register, starter.register, check.register, snapshots.register, grade.register, mutants.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

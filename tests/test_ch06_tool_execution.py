@@ -1,5 +1,6 @@
 """Chapter 06: executing one tool call. Every failure is an error result, never an exception."""
 
+import asyncio
 import json
 
 import pytest
@@ -71,6 +72,16 @@ class TestExecuteToolCall:
         result = await ch06.execute_tool_call(tool_call("call-1", "boom", {}), Registry([tool("boom", explode)]),
                                               ToolExecutionContext())
         assert result["content"] == [text("KeyError")] and result["isError"] is True
+
+    async def test_cancellation_propagates(self, ch06):
+        """cancellation reaching a running tool propagates; it never becomes an error result."""
+        # Cancellation reaching a running tool is not the tool failing: it must not become an error result.
+        async def cancelled(arguments, context):
+            raise asyncio.CancelledError()
+
+        with pytest.raises(asyncio.CancelledError):
+            await ch06.execute_tool_call(tool_call("call-1", "wait", {}), Registry([tool("wait", cancelled)]),
+                                         ToolExecutionContext())
 
     async def test_tool_reported_error_and_details(self, ch06, snapshot):
         """a tool's own isError and details are kept in the result."""

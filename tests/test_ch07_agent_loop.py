@@ -9,7 +9,7 @@ from course.abort import AbortController
 from course.harness import load_checkpoint, run_loop
 from course.messages import assistant_message, text, tool_call, tool_result, user_message
 from course.scripted import ScriptedModel
-from course.tools import Registry
+from course.tools import Registry, Tool
 
 pytestmark = pytest.mark.asyncio
 
@@ -35,6 +35,29 @@ def probe(replies, *, gates=None, before=None):
         return tool_result(call, [text(reply)])
 
     return execute
+
+
+class SiblingGate:
+    """An asyncio.Event that a call waits on until its sibling in the same batch has finished.
+
+    A loop that awaits its tools one after another never runs the sibling, so rather than hang for
+    ever, the wait gives up once the event loop has turned many times without the sibling, and the
+    call fails saying so (the run's snapshot then shows it)."""
+
+    def __init__(self, sibling: str) -> None:
+        self.sibling = sibling
+        self.event = asyncio.Event()
+
+    def set(self) -> None:
+        self.event.set()
+
+    async def wait(self) -> None:
+        for _ in range(1000):
+            if self.event.is_set():
+                return
+            await asyncio.sleep(0)  # one turn of the event loop, not a delay
+        raise RuntimeError(f"{self.sibling} did not run while this call waited for it: "
+                           "the tools ran one after another")
 
 
 @pytest.mark.section("纯文本 stop")
@@ -126,7 +149,7 @@ class TestNonExecutingTerminals:
 class TestConcurrentTools:
     async def test_fast_finishes_first_results_stay_in_call_order(self, ch07, snapshot):
         """tools run together: tool_end in finishing order, results appended in call order."""
-        slow_may_finish = asyncio.Event()
+        slow_may_finish = SiblingGate("fast-call")
 
         def release_slow_after_fast(event):
             if event["type"] == "tool_end" and event["result"]["toolCallId"] == "fast-call":
@@ -143,6 +166,31 @@ class TestConcurrentTools:
         ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
         appended = [m["toolCallId"] for m in run.messages if m["role"] == "toolResult"]
         assert (ends, appended) == (["fast-call", "slow-call"], ["slow-call", "fast-call"])
+
+    async def test_tools_overlap_even_when_they_finish_in_call_order(self, ch07, snapshot):
+        """the batch's tools run at the same time, not one after another, even when they finish in call order."""
+        # call-1 waits until call-2 has started, call-2 until call-1 has ended: only a concurrent batch passes,
+        # whatever order it appends results in.
+        second_started, first_ended = SiblingGate("call-2"), SiblingGate("call-1")
+
+        def note_start(call, context):
+            if call["id"] == "call-2":
+                second_started.set()
+
+        def release_second(event):
+            if event["type"] == "tool_end" and event["result"]["toolCallId"] == "call-1":
+                first_ended.set()
+
+        model = ScriptedModel([
+            assistant_message([readme.read_call("call-1"), readme.read_call("call-2", "NOTES.md")], "toolUse"),
+            assistant_message([text("两个都读完了。")], "stop"),
+        ])
+        run = await run_loop(ch07, model=model, context=readme.context(), on_event=release_second,
+                             execute_tool_call=probe({"call-1": readme.README, "call-2": "notes"}, before=note_start,
+                                                     gates={"call-1": second_started, "call-2": first_ended}))
+        assert run.render() == snapshot
+        ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
+        assert ends == ["call-1", "call-2"] and not any(m.get("isError") for m in run.messages)
 
     async def test_rejecting_executor_does_not_lose_its_sibling(self, ch07, snapshot):
         """an executor that raises becomes that call's error result; its sibling's result is kept."""
@@ -203,6 +251,38 @@ class TestAbortAndMaxSteps:
                              on_event=abort_once_the_call_streamed, execute_tool_call=probe({"call-1": readme.README}))
         assert run.render() == snapshot
         assert (run.reason, run.steps, run.executions) == ("aborted", 1, [])
+
+    async def test_abort_during_the_last_step_ends_aborted(self, ch07, snapshot):
+        """an abort during the last step's tools still ends the run aborted, not maxSteps."""
+        # The check after the batch, not the max_steps bound, ends this run: the abort is what stopped it.
+        controller = AbortController()
+        model = ScriptedModel([readme.first_answer(), readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal, max_steps=1,
+                             execute_tool_call=probe({"call-1": readme.README},
+                                                     before=lambda call, context: controller.abort()))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, len(model.requests)) == ("aborted", 1, 1)
+
+    async def test_a_long_tool_stops_on_the_runs_signal(self, ch07, snapshot):
+        """every tool gets the run's signal, so a long tool can stop when the run is aborted."""
+        controller = AbortController()
+
+        async def watch(arguments, context):
+            context.report_progress([text("watching until stopped")])
+            reason = await context.signal.wait()
+            return {"content": [text(f"stopped: {reason}")], "isError": True}
+
+        def stop_once_watching(event):
+            if event["type"] == "tool_progress":
+                controller.abort("user pressed stop")
+
+        model = ScriptedModel([assistant_message([tool_call("call-1", "watch", {})], "toolUse")])
+        run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
+                             on_event=stop_once_watching,
+                             tools=Registry([Tool("watch", "Watch until stopped.", {"type": "object"}, watch)]))
+        assert run.render() == snapshot
+        assert (run.reason, run.steps, run.executions) == ("aborted", 1, ["watch"])
+        assert run.messages[-1]["content"] == [text("stopped: user pressed stop")]
 
     async def test_max_steps_one(self, ch07, snapshot):
         """max_steps=1 makes one request, runs its tools, and ends with maxSteps."""

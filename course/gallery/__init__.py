@@ -1,0 +1,1 @@
+"""One module per chapter (named like its checkpoint) listing that chapter's known-wrong variants as MUTANTS."""

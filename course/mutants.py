@@ -1,0 +1,406 @@
+"""Known-wrong implementations: each chapter's tests must fail every one, and a student whose
+failures look like one of them gets its hint.
+
+A variant is the reference checkpoint with one realistic mistake patched in (`Mutant`: a text
+patch that must apply exactly once, so a change to the reference shows up as a failing test, not
+a silently dead variant), or the chapter's starter module (every function `raise
+NotImplementedError`). Each variant is written into a temporary student directory and judged by
+the chapter's own test module through `--impl=DIR`, like a student's code. The failing tests of
+a variant are its signature; `mutant_signatures.json` keeps them (`course mutants
+--write-signatures`), and `diagnose` matches a student's failures against them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import difflib
+import gc
+import importlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import checkpoints
+from course.manifest import CHAPTERS, Chapter, find_chapter
+
+REPO = Path(checkpoints.__file__).resolve().parent.parent
+SIGNATURES = Path(__file__).with_name("mutant_signatures.json")
+
+
+class StalePatch(Exception):
+    """A mutant's `find` text no longer occurs exactly once in the reference."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One named mistake: the reference with `find` replaced by `replace`."""
+
+    name: str
+    """What the variant gets wrong, in kebab case: `length-executes-tools`."""
+    section: str
+    """The chapter section to reread, as `pytest -k` selects it (a test module's section mark)."""
+    hint: str
+    """What the student's code does wrong, said to the student."""
+    find: str
+    """The reference text the mistake changes; it must occur exactly once."""
+    replace: str
+    """What the mistake puts there; its later lines get the indentation of the line `find` starts on."""
+
+    def source(self, reference: str) -> str:
+        count = reference.count(self.find)
+        if count != 1:
+            raise StalePatch(f"mutant {self.name}: the reference has {count} copies of {self.find!r}, expected 1")
+        start = reference.index(self.find)
+        line = reference[reference.rfind("\n", 0, start) + 1:start]
+        indent = line[: len(line) - len(line.lstrip())]
+        replacement = self.replace.replace("\n", "\n" + indent)
+        return reference[:start] + replacement + reference[start + len(self.find):]
+
+    @property
+    def full_hint(self) -> str:
+        return f"{self.hint} — see {self.section}"
+
+
+@dataclass(frozen=True)
+class Starter:
+    """The chapter's fresh starter module: the reference with every function body `raise NotImplementedError`."""
+
+    name: str = "starter"
+    full_hint: str = "every function still raises NotImplementedError: implement the chapter one section at a time"
+
+    def source(self, reference: str) -> str:
+        return starter_source(reference)
+
+
+def starter_source(reference: str) -> str:
+    """The reference's imports, types, constants, signatures and docstrings; no function bodies."""
+    tree = ast.parse(reference)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            docstring = node.body[:1] if ast.get_docstring(node, clean=False) is not None else []
+            node.body = docstring + [ast.Raise(exc=ast.Name(id="NotImplementedError", ctx=ast.Load()))]
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def reference_source(chapter: Chapter) -> str:
+    return (REPO / "checkpoints" / f"{chapter.module}.py").read_text(encoding="utf-8")
+
+
+def variants(chapter: Chapter) -> list[Mutant | Starter]:
+    """The starter first, then the chapter's gallery (`course/gallery/<module>.py`, its MUTANTS)."""
+    gallery = importlib.import_module(f"course.gallery.{chapter.module}")
+    return [Starter(), *gallery.MUTANTS]
+
+
+@dataclass
+class Outcome:
+    """What a chapter's tests did to one variant."""
+
+    chapter: str
+    variant: str
+    failed: list[str]
+    """The failing tests, relative to the test module (`TestX::test_y[param]`): the variant's signature."""
+    passed: int
+    error: str | None = None
+    """Why the variant could not be judged (a stale patch, a pytest usage error, a timeout)."""
+
+    @property
+    def killed(self) -> bool:
+        return self.error is None and bool(self.failed)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which tests judge the variants (all of each chapter's test module unless narrowed)."""
+
+    deselect: tuple[str, ...] = ()
+    """Tests to leave out, named relative to their module (`TestX::test_y[param]`)."""
+    keyword: str | None = None
+    """A `pytest -k` expression the tests must match."""
+
+    def pytest_args(self, chapter: Chapter) -> list[str]:
+        args = [f"--deselect={chapter.test_file}::{test}" for test in self.deselect]
+        return args + ([f"-k={self.keyword}"] if self.keyword else [])
+
+
+class _Failures:
+    """A pytest plugin collecting which tests failed (in any phase) and how many passed."""
+
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+        self.passed = 0
+
+    def pytest_runtest_logreport(self, report) -> None:
+        name = report.nodeid.split("::", 1)[-1]
+        if report.failed and name not in self.failed:
+            self.failed.append(name)
+        elif report.passed and report.when == "call":
+            self.passed += 1
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self.failed.append(f"<collection of {report.nodeid}>")
+
+
+def judge(chapter: Chapter, name: str, directory: Path, selection: Selection = Selection()) -> Outcome:
+    """Run the chapter's test module against the variant written in `directory`, in this process."""
+    import pytest  # only the workers need it
+
+    failures = _Failures()
+    output = io.StringIO()
+    # pytest collects garbage several times per run; what earlier runs left alive need not be rescanned.
+    gc.freeze()
+    with contextlib.redirect_stdout(output):
+        # Pass or fail is all a signature needs: no tracebacks, and no assertion rewriting to explain
+        # failures (which also spares the warning that the worker imported `course` before pytest).
+        code = pytest.main([str(REPO / chapter.test_file), f"--impl={directory}", "-p", "no:cacheprovider",
+                            "-q", "--tb=no", "--no-header", "--assert=plain",
+                            *selection.pytest_args(chapter)], plugins=[failures])
+    # The next variant is loaded fresh: forget this one's modules and its directory.
+    for module in [m for m in sys.modules if m.startswith("tiny_pi_student.")]:
+        del sys.modules[module]
+    while str(directory) in sys.path:
+        sys.path.remove(str(directory))
+    error = None
+    if code not in (0, 1) or (code == 1 and not failures.failed):
+        error = f"pytest exited {int(code)}: " + " | ".join(output.getvalue().strip().splitlines()[-3:])
+    return Outcome(chapter.number, name, failures.failed, failures.passed, error)
+
+
+def _worker() -> None:
+    """`python -c '...; _worker()' JOB_JSON OUT_FILE`: judges each [chapter, variant, directory], one JSON line each."""
+    job, out_file = json.loads(sys.argv[1]), sys.argv[2]
+    selection = Selection(tuple(job["deselect"]), job["keyword"])
+    with open(out_file, "a", encoding="utf-8") as out:
+        for number, name, directory in job["queue"]:
+            outcome = judge(find_chapter(number), name, Path(directory), selection)
+            out.write(json.dumps(outcome.__dict__, ensure_ascii=False) + "\n")
+            out.flush()
+
+
+class _Worker:
+    """A worker process judging a queue of [chapter, variant, directory]; `poll()` collects what it reported."""
+
+    def __init__(self, queue: list[list[str]], selection: Selection, out_file: Path, timeout: float) -> None:
+        self.queue, self.out_file, self.timeout = list(queue), out_file, timeout
+        job = json.dumps({"queue": self.queue, "deselect": list(selection.deselect), "keyword": selection.keyword})
+        command = [sys.executable, "-c", "from course.mutants import _worker; _worker()", job, str(out_file)]
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        text=True)
+        self.reported = 0
+        self.deadline = time.monotonic() + timeout
+
+    def poll(self) -> list[Outcome]:
+        lines = self.out_file.read_text(encoding="utf-8").splitlines() if self.out_file.exists() else []
+        new = [Outcome(**json.loads(line)) for line in lines[self.reported:]]
+        if new:
+            self.reported = len(lines)
+            self.deadline = time.monotonic() + self.timeout
+            del self.queue[: len(new)]
+        return new
+
+    def stuck(self) -> str | None:
+        """Why the variant at the head of the queue will never be reported, or None while all is well."""
+        if self.process.poll() is not None:
+            _, stderr = self.process.communicate()
+            return f"the worker exited {self.process.returncode}: {stderr.strip()[-300:]}"
+        if time.monotonic() > self.deadline:
+            self.process.kill()
+            self.process.communicate()
+            return f"timed out after {self.timeout:g} s (the variant hangs the tests)"
+        return None
+
+
+def run_variants(chosen: list[tuple[Chapter, Mutant | Starter]], *, selection: Selection = Selection(),
+                 jobs: int = 2, timeout: float = 30) -> list[Outcome]:
+    """Judge each (chapter, variant) in `jobs` worker processes; the outcomes in the same order.
+
+    A variant that hangs the tests for `timeout` seconds (or kills its worker) is reported as an
+    error, and a fresh worker takes over the rest of that worker's queue.
+    """
+    jobs = max(1, jobs)
+    outcomes: dict[tuple[str, str], Outcome] = {}
+    with tempfile.TemporaryDirectory(prefix="mutants-") as root:
+        queue = []
+        for chapter, variant in chosen:
+            try:
+                source = variant.source(reference_source(chapter))
+            except StalePatch as stale:
+                outcomes[chapter.number, variant.name] = Outcome(chapter.number, variant.name, [], 0, str(stale))
+                continue
+            directory = Path(root, chapter.number, variant.name)  # a student directory holding just this module
+            directory.mkdir(parents=True)
+            (directory / f"{chapter.module}.py").write_text(source, encoding="utf-8")
+            queue.append([chapter.number, variant.name, str(directory)])
+
+        started = 0
+
+        def start(work: list[list[str]]) -> _Worker:
+            nonlocal started
+            started += 1
+            return _Worker(work, selection, Path(root, f"worker-{started}.jsonl"), timeout)
+
+        workers = [start(queue[i::jobs]) for i in range(jobs) if queue[i::jobs]]
+        while workers:
+            time.sleep(0.05)
+            for worker in list(workers):
+                outcomes.update(((o.chapter, o.variant), o) for o in worker.poll())
+                if not worker.queue:
+                    worker.process.communicate()
+                    workers.remove(worker)
+                    continue
+                why = worker.stuck()
+                if why is None:
+                    continue
+                outcomes.update(((o.chapter, o.variant), o) for o in worker.poll())  # reported before it stopped
+                workers.remove(worker)
+                if worker.queue:
+                    (number, name, _), rest = worker.queue[0], worker.queue[1:]
+                    outcomes[number, name] = Outcome(number, name, [], 0, error=why)
+                    if rest:
+                        workers.append(start(rest))
+    return [outcomes[chapter.number, variant.name] for chapter, variant in chosen]
+
+
+def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, selection: Selection = Selection(),
+                jobs: int = 2, timeout: float = 30) -> list[Outcome]:
+    """Judge the chapters' variants (all, or those named), in gallery order."""
+    chosen = [(c, v) for c in chapters for v in variants(c) if names is None or v.name in names]
+    unknown = sorted(set(names or ()) - {v.name for _, v in chosen})
+    if unknown:
+        raise LookupError(f"no variant {', '.join(unknown)} in chapter {', '.join(c.number for c in chapters)}")
+    return run_variants(chosen, selection=selection, jobs=jobs, timeout=timeout)
+
+
+def load_signatures() -> dict[str, dict[str, list[str]]]:
+    """Chapter number -> variant name -> the tests that variant fails (committed with the gallery)."""
+    return json.loads(SIGNATURES.read_text(encoding="utf-8"))
+
+
+def signatures_of(outcomes: list[Outcome]) -> dict[str, dict[str, list[str]]]:
+    found: dict[str, dict[str, list[str]]] = {}
+    for outcome in outcomes:
+        found.setdefault(outcome.chapter, {})[outcome.variant] = sorted(outcome.failed)
+    return found
+
+
+def write_signatures(outcomes: list[Outcome]) -> None:
+    stored = load_signatures() if SIGNATURES.exists() else {}
+    stored.update(signatures_of(outcomes))
+    ordered = {c.number: stored[c.number] for c in CHAPTERS if c.number in stored}
+    SIGNATURES.write_text(json.dumps(ordered, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+def diagnose(chapter_number: str, failed: set[str]) -> list[tuple[str, str]]:
+    """(variant name, hint) for the known mistakes whose failure signature matches `failed`.
+
+    A variant matches when its signature is exactly the failing tests. Failing that, a student
+    with several known mistakes at once is recognised when the failures are exactly the union of
+    the largest signatures they contain; otherwise the failures are not explained and nothing is said.
+    """
+    chapter = find_chapter(chapter_number)
+    failed = {name.split(".py::", 1)[-1] for name in failed}  # full node ids work too
+    signatures = {name: set(tests) for name, tests in load_signatures().get(chapter.number, {}).items() if tests}
+    if not failed:
+        return []
+    matched = [name for name, tests in signatures.items() if tests == failed]
+    if not matched:
+        inside = [name for name, tests in signatures.items() if tests <= failed]
+        matched = [n for n in inside if not any(signatures[n] < signatures[m] for m in inside)]
+        if set().union(*(signatures[n] for n in matched)) != failed:
+            return []
+    return [(v.name, v.full_hint) for v in variants(chapter) if v.name in matched]
+
+
+def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
+    """One line per variant: the tests that killed it, SURVIVED, or why it could not be judged."""
+    survivors = [o for o in outcomes if not o.killed]
+    verdict = "all killed" if not survivors else f"{len(survivors)} not killed"
+    count = f"{len(outcomes)} variant{'' if len(outcomes) == 1 else 's'}"
+    lines = [f"Chapter {chapter.number} — {chapter.title}: {count}, {verdict}", ""]
+    width = max(len("variant"), *(len(o.variant) for o in outcomes))
+    lines.append(f"{'variant':<{width}}  killed by")
+    first_with: dict[tuple[str, ...], str] = {}
+    for outcome in outcomes:
+        same = first_with.setdefault(tuple(sorted(outcome.failed)), outcome.variant)
+        if outcome.error is not None:
+            verdict = f"ERROR: {outcome.error}"
+        elif not outcome.failed:
+            verdict = f"SURVIVED ({outcome.passed} tests passed)"
+        else:
+            shown = ", ".join(test.split("::")[-1] for test in outcome.failed[:2])
+            more = f" (+{len(outcome.failed) - 2} more)" if len(outcome.failed) > 2 else ""
+            verdict = f"{len(outcome.failed)}: {shown}{more}"
+            if same != outcome.variant:  # diagnosis cannot tell these two apart
+                verdict += f"  (same tests as {same})"
+        lines.append(f"{outcome.variant:<{width}}  {verdict}")
+    if any(o.error is None and not o.failed for o in outcomes):
+        lines += ["", "A variant that survives is a gap in the tests: add the scenario or assertion that fails it."]
+    if any(o.error is not None for o in outcomes):
+        lines += ["", "A variant the tests cannot judge (a stale patch, a hang, a crash) must be fixed, "
+                      "or the tests made to fail it."]
+    return "\n".join(lines) + "\n"
+
+
+def show_variant(chapter: Chapter, name: str) -> str:
+    """The variant as a unified diff against the reference checkpoint."""
+    variant = next(v for v in variants(chapter) if v.name == name)
+    reference = reference_source(chapter)
+    path = f"checkpoints/{chapter.module}.py"
+    diff = difflib.unified_diff(reference.splitlines(keepends=True),
+                                variant.source(reference).splitlines(keepends=True),
+                                fromfile=path, tofile=f"{path} ({name})")
+    return "".join(diff)
+
+
+def mutants_command(args: argparse.Namespace) -> int:
+    """Run each chapter's tests against its known-wrong variants; fail if any variant survives."""
+    chapters = [find_chapter(n) for n in args.chapters] if args.chapters else CHAPTERS
+    if args.show:
+        shown = [show_variant(c, args.show) for c in chapters if args.show in {v.name for v in variants(c)}]
+        print("".join(shown) or f"no variant {args.show}\n", end="")
+        return 0 if shown else 2
+    selection = Selection(tuple(args.deselect), args.keyword)
+    if args.write_signatures and (args.variant or selection != Selection()):
+        print("--write-signatures needs every variant judged by every test", file=sys.stderr)
+        return 2
+    missing = [c.test_file for c in chapters if not (REPO / c.test_file).is_file()]
+    if missing:
+        print(f"course mutants needs the course's tests next to checkpoints/; missing {', '.join(missing)}",
+              file=sys.stderr)
+        return 2
+    try:
+        outcomes = run_gallery(chapters, names=args.variant or None, selection=selection, jobs=args.jobs)
+    except LookupError as error:
+        print(error, file=sys.stderr)
+        return 2
+    for chapter in chapters:
+        print(render_table(chapter, [o for o in outcomes if o.chapter == chapter.number]))
+    if any(not o.killed for o in outcomes):
+        return 1
+    if args.write_signatures:
+        write_signatures(outcomes)
+        print(f"wrote the failure signatures to {SIGNATURES.relative_to(REPO)}")
+    return 0
+
+
+def register(commands) -> None:
+    parser = commands.add_parser("mutants", help="check that each chapter's tests fail its known-wrong variants")
+    parser.add_argument("chapters", nargs="*", metavar="CHAPTER", help="chapter numbers (default: every chapter)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME", help="judge only this variant")
+    parser.add_argument("--deselect", action="append", default=[], metavar="TEST",
+                        help="leave out a test, named relative to its module (TestX::test_y[param])")
+    parser.add_argument("-k", dest="keyword", metavar="EXPR", help="run only the tests pytest -k EXPR selects")
+    parser.add_argument("--show", metavar="NAME", help="print the variant as a diff against the reference, run nothing")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (2)")
+    parser.add_argument("--write-signatures", action="store_true",
+                        help=f"store the failure signatures that diagnosis uses ({SIGNATURES.name})")
+    parser.set_defaults(handler=mutants_command)

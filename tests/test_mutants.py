@@ -1,0 +1,166 @@
+"""The mutation gate: each chapter's tests fail every known-wrong variant of its reference, and a
+student whose failures match a variant's signature is told that variant's hint."""
+
+import asyncio
+import importlib
+import inspect
+import re
+import sys
+import types
+
+import pytest
+
+from course import mutants
+from course.cli import main
+from course.manifest import CHAPTERS, find_chapter
+
+VARIANTS = [pytest.param(c, v, id=f"{c.number}-{v.name}") for c in CHAPTERS for v in mutants.variants(c)]
+LENGTH_FAILURES = {"TestNonExecutingTerminals::test_terminal_row[length]",
+                   "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither"}
+
+
+def section_marks(chapter) -> set[str]:
+    """The section names the chapter's test module marks its scenarios with."""
+    return set(re.findall(r'@pytest\.mark\.section\("([^"]+)"\)', (mutants.REPO / chapter.test_file).read_text()))
+
+
+@pytest.fixture(scope="module")
+def gallery():
+    """Every chapter's variants judged by every test of its chapter (the slow part: worker processes)."""
+    return mutants.run_gallery(CHAPTERS)
+
+
+def test_every_chapter_has_a_gallery_with_distinct_names():
+    for chapter in CHAPTERS:
+        names = [v.name for v in mutants.variants(chapter)]
+        assert names[0] == "starter" and len(names) > 1, chapter.number
+        assert len(set(names)) == len(names), f"chapter {chapter.number} repeats a variant name"
+
+
+@pytest.mark.parametrize(("chapter", "variant"), VARIANTS)
+def test_variant_applies_to_the_current_reference(chapter, variant):
+    reference = mutants.reference_source(chapter)
+    source = variant.source(reference)  # a Mutant whose `find` is not there exactly once raises StalePatch
+    assert source != reference
+    compile(source, f"{variant.name}.py", "exec")
+    if isinstance(variant, mutants.Mutant):
+        assert reference.count(variant.find) == 1
+        assert variant.section in section_marks(chapter), f"{variant.name}: no tests are marked {variant.section!r}"
+        assert variant.full_hint.endswith(f" — see {variant.section}")
+
+
+def test_a_stale_patch_is_refused():
+    missing = mutants.Mutant("gone", "非执行终态", "hint", "this text is not in the reference", "")
+    twice = mutants.Mutant("twice", "非执行终态", "hint", "import", "")
+    reference = mutants.reference_source(find_chapter("07"))
+    for mutant, count in ((missing, 0), (twice, reference.count("import"))):
+        with pytest.raises(mutants.StalePatch, match=f"has {count} copies"):
+            mutant.source(reference)
+
+
+def test_a_patch_keeps_the_indentation_of_its_line():
+    mutant = mutants.Mutant("m", "s", "h", "b = 2", "b = 3\nc = 4")
+    assert mutant.source("def f():\n    a = 1\n    b = 2\n") == "def f():\n    a = 1\n    b = 3\n    c = 4\n"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.number)
+def test_the_starter_keeps_the_interface_and_implements_nothing(chapter, monkeypatch):
+    reference = importlib.import_module(f"checkpoints.{chapter.module}")
+    starter = types.ModuleType(f"starter_{chapter.module}")
+    monkeypatch.setitem(sys.modules, starter.__name__, starter)  # dataclasses look their module up
+    exec(compile(mutants.starter_source(mutants.reference_source(chapter)), "starter.py", "exec"), starter.__dict__)
+
+    def public(module):  # (pytest's assertion rewriting adds names like "@py_builtins" to the reference)
+        return {name for name in vars(module) if name.isidentifier() and not name.startswith("_")}
+
+    assert public(reference) == public(starter)
+    functions = [name for name, value in vars(reference).items()
+                 if inspect.isfunction(value) and value.__module__ == reference.__name__]
+    assert functions
+    for name in functions:
+        function = getattr(starter, name)
+        assert str(inspect.signature(function)) == str(inspect.signature(getattr(reference, name)))
+        assert function.__doc__ == getattr(reference, name).__doc__
+        with pytest.raises(NotImplementedError):
+            result = function(*[None] * len(inspect.signature(function).parameters))
+            if inspect.iscoroutine(result):
+                asyncio.run(result)
+
+
+def test_every_variant_is_killed(gallery):
+    survivors = [o for o in gallery if not o.killed]
+    tables = "\n".join(mutants.render_table(c, [o for o in gallery if o.chapter == c.number]) for c in CHAPTERS)
+    assert not survivors, f"variants the tests do not catch:\n{tables}"
+    assert {o.chapter for o in gallery} == {c.number for c in CHAPTERS}
+
+
+def test_the_stored_signatures_are_the_gallery_s(gallery):
+    assert mutants.signatures_of(gallery) == mutants.load_signatures(), \
+        "the failure signatures changed with the tests or the gallery: run `course mutants --write-signatures`"
+
+
+def test_the_command_fails_when_a_variant_survives(capsys):
+    deselect = [arg for test in sorted(LENGTH_FAILURES) for arg in ("--deselect", test)]
+    assert main(["mutants", "07", "--variant", "length-executes-tools", *deselect]) == 1
+    out = capsys.readouterr().out
+    assert "1 variant, 1 not killed" in out
+    assert re.search(r"^length-executes-tools +SURVIVED \(\d+ tests passed\)$", out, re.MULTILINE), out
+
+
+def test_the_command_passes_when_every_variant_is_killed(capsys):
+    assert main(["mutants", "07", "--variant", "length-executes-tools"]) == 0
+    out = capsys.readouterr().out
+    assert "1 variant, all killed" in out
+    killed_by = r"2: test_terminal_row\[length\], test_length_with_two_calls_starts_neither"
+    assert re.search(rf"^length-executes-tools +{killed_by}$", out, re.MULTILINE), out
+
+
+def test_a_crashing_or_stale_variant_is_reported_and_the_rest_still_judged():
+    chapter = find_chapter("07")
+    dies = mutants.Mutant("dies", "纯文本 stop", "h", "return await stream.result()", "import os\nos._exit(3)")
+    stale = mutants.Mutant("stale", "纯文本 stop", "h", "text the reference does not have", "")
+    length = next(v for v in mutants.variants(chapter) if v.name == "length-executes-tools")
+    dead, unapplied, judged = mutants.run_variants([(chapter, dies), (chapter, stale), (chapter, length)], jobs=1)
+    assert not dead.killed and dead.error.startswith("the worker exited 3")
+    assert not unapplied.killed and "has 0 copies" in unapplied.error
+    assert judged.killed and set(judged.failed) == LENGTH_FAILURES  # judged by a fresh worker
+    assert "ERROR: the worker exited 3" in mutants.render_table(chapter, [dead, unapplied, judged])
+
+
+def test_show_prints_the_variant_as_a_diff(capsys):
+    assert main(["mutants", "07", "--show", "length-executes-tools"]) == 0
+    diff = capsys.readouterr().out.splitlines()
+    assert '-            if assistant["stopReason"] != "toolUse":' in diff
+    assert '+            if assistant["stopReason"] not in ("toolUse", "length"):' in diff
+    assert len([line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]) == 2
+
+
+def test_diagnose_names_the_length_mistake_and_its_section():
+    assert mutants.diagnose("07", LENGTH_FAILURES) == [
+        ("length-executes-tools",
+         "your loop runs tools after a truncated response (stopReason length) — see 非执行终态"),
+    ]
+    full_ids = {f"tests/test_ch07_agent_loop.py::{name}" for name in LENGTH_FAILURES}
+    assert [name for name, _ in mutants.diagnose("ch07", full_ids)] == ["length-executes-tools"]
+
+
+def test_diagnose_matches_what_the_variant_really_fails(gallery):
+    for outcome in gallery:
+        assert outcome.variant in [name for name, _ in mutants.diagnose(outcome.chapter, set(outcome.failed))]
+
+
+def test_diagnose_recognises_two_mistakes_at_once():
+    signatures = mutants.load_signatures()["07"]
+    failed = LENGTH_FAILURES | set(signatures["context-tools-forwarded"])
+    assert [name for name, _ in mutants.diagnose("07", failed)] == ["context-tools-forwarded", "length-executes-tools"]
+
+
+def test_diagnose_says_nothing_about_failures_it_cannot_explain():
+    assert mutants.diagnose("07", set()) == []
+    assert mutants.diagnose("07", LENGTH_FAILURES | {"TestPureStop::test_pure_stop"}) == []
+    assert mutants.diagnose("07", {"TestNoSuchScenario::test_anything"}) == []
+
+
+def test_diagnose_of_a_student_who_has_not_started():
+    everything = set(mutants.load_signatures()["07"]["starter"])
+    assert [name for name, _ in mutants.diagnose("07", everything)] == ["starter"]
