@@ -307,6 +307,15 @@ def sizes_list(text: str) -> list[int]:
     return sizes
 
 
+def positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
+
+
 def peers_list(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip() and part.strip() != "none"]
     known = [peer.name for peer in PEERS]
@@ -322,15 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=sizes_list, default=defaults.sizes, metavar="S,S,...",
                         help="tool steps per loop-overhead run (default: 100,400,1600,6400)")
-    parser.add_argument("--repeat", type=int, default=defaults.repeat, metavar="N",
+    parser.add_argument("--repeat", type=positive(int), default=defaults.repeat, metavar="N",
                         help="repetitions of each tiny-pi measurement; medians are shown (default: 3)")
     parser.add_argument("--peers", type=peers_list, default=defaults.peers, metavar="NAME,...",
                         help="runtimes to compare with, or 'none' (default: pydantic-ai,openai-agents)")
-    parser.add_argument("--peer-budget", type=float, default=defaults.peer_budget, metavar="SECONDS",
+    parser.add_argument("--peer-budget", type=positive(float), default=defaults.peer_budget, metavar="SECONDS",
                         help="time each peer may spend on all sizes (default: 60)")
-    parser.add_argument("--compare-at", type=int, default=defaults.compare_at, metavar="S",
+    parser.add_argument("--compare-at", type=positive(int), default=defaults.compare_at, metavar="S",
                         help="the size whose ratio to each peer is a target (default: 400)")
-    parser.add_argument("--batch", type=int, default=defaults.batch, metavar="N",
+    parser.add_argument("--batch", type=positive(int), default=defaults.batch, metavar="N",
                         help="tool calls in the concurrent batch (default: 1000)")
     parser.add_argument("--no-feedback", dest="feedback", action="store_false",
                         help="do not time the pytest runs")
@@ -341,8 +350,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    if args.repeat < 1 or args.batch < 1:
-        build_parser().error("--repeat and --batch must be at least 1")
     options = BenchmarkOptions(sizes=args.sizes, repeat=args.repeat, peers=args.peers, peer_budget=args.peer_budget,
                                compare_at=args.compare_at, batch=args.batch, feedback=args.feedback,
                                markdown=args.markdown)
