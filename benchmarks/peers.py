@@ -173,7 +173,7 @@ def measure_peer(peer: Peer, sizes: list[int], budget: float) -> PeerReport:
 
     spent = 0.0
     done: list[PeerSize] = []
-    for tool_steps in sorted(sizes):
+    for tool_steps in sorted(set(sizes)):
         size = PeerSize(tool_steps)
         report.sizes.append(size)
         left = budget - spent

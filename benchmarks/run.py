@@ -91,7 +91,7 @@ def progress(message: str) -> None:
 
 def measure(options: BenchmarkOptions) -> Results:
     load_before = os.getloadavg()[0]
-    sizes = sorted(options.sizes)
+    sizes = sorted(set(options.sizes))
     time_steps(sizes[0])  # warm-up: imports, the validator's first use, untimed
     steps = []
     for tool_steps in sizes:
