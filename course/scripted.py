@@ -23,9 +23,10 @@ def compact_json(value: object) -> str:
 class ScriptedModel:
     """Answers the n-th request with the n-th scripted response.
 
-    A response is an assistant message (a template: the model stamps its timestamp when it
-    answers) or a function of the request returning one. Each request is kept as a deep copy in
-    `requests` unless `record_requests=False` (benchmarks, where copying would dominate).
+    A response is an assistant message (a template: the model stamps its timestamp on a deep copy
+    when it answers) or a function of the request returning one (stamped on a shallow copy, so its
+    content blocks go into the transcript as the function built them). Each request is kept as a
+    deep copy in `requests` unless `record_requests=False` (benchmarks, where copying would dominate).
     """
 
     def __init__(self, responses: list[Response], *, record_requests: bool = True) -> None:
@@ -53,7 +54,11 @@ class ScriptedModel:
             response = response(request)  # read-only: it is the loop's own list
             if inspect.isawaitable(response):
                 response = await response
-        message: AssistantMessage = copy.deepcopy(response)
+            # Built for this request: a shallow copy keeps the stamp off the function's object, and a deep
+            # copy per step would be most of a benchmark step's cost.
+            message: AssistantMessage = copy.copy(response)
+        else:
+            message = copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own
         message["timestamp"] = now()
 
         yield {"type": "start"}

@@ -102,6 +102,19 @@ class AssistantMessageEventStream:
         except Exception as exc:  # a provider bug must end the stream, not the run
             event = error_event("error", str(exc) or type(exc).__name__)
         self.push(event)
+        if self._final is not None:
+            await self._close_source()
+
+    async def _close_source(self) -> None:
+        # Closed here, once the answer is complete, rather than by the garbage collector: an async
+        # generator left suspended costs a thread-safe callback and a clean-up task when collected.
+        close = getattr(self._source, "aclose", None)
+        if close is None:
+            return
+        try:
+            await close()
+        except Exception:
+            pass  # the answer is already complete; a provider's failing clean-up must not change it
 
     def __aiter__(self) -> "AssistantMessageEventStream":
         return self

@@ -61,10 +61,15 @@ class Registry:
             if tool.name in self._tools:
                 raise ValueError(f"Tool {tool.name} is registered twice")
             self._tools[tool.name] = tool
+        # Built once, like each tool's validator: the loop asks for them on every model request.
+        self._definitions = [tool.definition() for tool in self._tools.values()]
 
     def definitions(self) -> list[dict[str, Any]]:
-        """What the model is told it may call: name, description and parameters of each tool."""
-        return [tool.definition() for tool in self._tools.values()]
+        """What the model is told it may call: name, description and parameters of each tool.
+
+        A new list each time, of the same definitions: requests, like their messages, are read-only to a model.
+        """
+        return list(self._definitions)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

@@ -1,0 +1,357 @@
+"""`python -m benchmarks`: the loop's overhead, against other runtimes, in one report.
+
+Measures, in one process run: the chapter 07 loop's overhead per step as the transcript grows,
+the same workload on pydantic-ai and openai-agents when installed, a concurrent batch of tool
+calls against a bare asyncio.gather, peak memory, and the chapter tests' feedback time.
+`--markdown` prints the tables that docs/benchmarks.md holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.feedback import PytestRun, time_pytest
+from benchmarks.peers import PEERS, PeerReport, measure_peer
+from benchmarks.workloads import BatchRun, Elapsed, median, peak_memory, time_batch, time_steps
+
+TARGET_FLATNESS = 1.5
+TARGET_PER_STEP = 100e-6
+TARGET_PEER_RATIO = 0.01
+TARGET_BATCH_RATIO = 3.0
+TARGET_CHAPTER_SECONDS = 1.5
+TARGET_SUITE_SECONDS = 20.0
+
+
+@dataclass
+class BenchmarkOptions:
+    """What one run of the benchmarks measures and how it prints."""
+
+    sizes: list[int] = field(default_factory=lambda: [100, 400, 1600, 6400])
+    """S: the tool steps of each loop-overhead run (each followed by a final stop)."""
+    repeat: int = 3
+    """Timed repetitions of each tiny-pi measurement and pytest command; the report shows medians."""
+    peers: list[str] = field(default_factory=lambda: [peer.name for peer in PEERS])
+    """The other runtimes to run the same workload on; an uninstalled one is reported as such."""
+    peer_budget: float = 60.0
+    """Seconds each peer may spend on all its sizes together."""
+    compare_at: int = 400
+    """The S at which tiny-pi must be 100x faster per step than each peer."""
+    batch: int = 1000
+    """N: the tool calls of the concurrent batch, all in one assistant message."""
+    feedback: bool = True
+    """Time `pytest -k ch07` and the whole suite as subprocesses."""
+    markdown: bool = False
+    """Print Markdown tables (the form docs/benchmarks.md holds) instead of plain text."""
+
+
+@dataclass
+class StepTiming:
+    tool_steps: int
+    """S."""
+    runs: list[Elapsed]
+    """The time of each repetition."""
+
+    @property
+    def total(self) -> Elapsed:
+        return median(self.runs)
+
+    @property
+    def per_step(self) -> Elapsed:
+        total = self.total
+        return Elapsed(total.wall / self.tool_steps, total.cpu / self.tool_steps)
+
+
+@dataclass
+class Results:
+    options: BenchmarkOptions
+    """What was asked for."""
+    steps: list[StepTiming]
+    """tiny-pi's loop overhead, one entry per S, smallest first."""
+    batch: list[BatchRun]
+    """The concurrent batch, one entry per repetition."""
+    memory: dict[int, int]
+    """Peak traced bytes by S, for the two largest sizes."""
+    peers: list[PeerReport]
+    """One report per peer asked for."""
+    feedback: list[PytestRun]
+    """`pytest -k ch07` and the whole suite; empty with feedback off."""
+    load: tuple[float, float]
+    """The 1-minute load average before and after the measurements."""
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def measure(options: BenchmarkOptions) -> Results:
+    load_before = os.getloadavg()[0]
+    sizes = sorted(set(options.sizes))
+    time_steps(sizes[0])  # warm-up: imports, the validator's first use, untimed
+    steps = []
+    for tool_steps in sizes:
+        progress(f"tiny-pi: {tool_steps} steps x {options.repeat}")
+        steps.append(StepTiming(tool_steps, [time_steps(tool_steps).elapsed for _ in range(options.repeat)]))
+    progress(f"tiny-pi: batch of {options.batch} calls x {options.repeat}")
+    batch = [time_batch(options.batch) for _ in range(options.repeat)]
+    progress(f"tiny-pi: peak memory at {', '.join(map(str, sizes[-2:]))} steps")
+    memory = {tool_steps: peak_memory(tool_steps) for tool_steps in sizes[-2:]}
+
+    peers = []
+    for peer in PEERS:
+        if peer.name in options.peers:
+            progress(f"{peer.name}: sizes {', '.join(map(str, sizes))}, budget {options.peer_budget:.0f} s")
+            peers.append(measure_peer(peer, sizes, options.peer_budget))
+
+    feedback = []
+    if options.feedback:
+        for args in (["-k", "ch07"], []):
+            progress(f"python -m pytest {' '.join(args)} x {options.repeat}")
+            feedback.append(time_pytest(args, options.repeat))
+    return Results(options, steps, batch, memory, peers, feedback, (load_before, os.getloadavg()[0]))
+
+
+# ---- the report ----
+
+def duration(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def size(count: float) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 2**10:.1f} KiB"
+
+
+def ratio_against(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.4f} ({theirs / ours:,.0f}x faster)"
+
+
+def table(headers: list[str], rows: list[list[str]], markdown: bool) -> str:
+    if markdown:
+        lines = [headers, ["---"] * len(headers), *rows]
+        return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+    widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
+    lines = [headers, ["-" * width for width in widths], *rows]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip() for cells in lines)
+
+
+def section(title: str, intro: str, body: str, markdown: bool) -> str:
+    underlined = f"### {title}" if markdown else f"{title}\n{'=' * len(title)}"
+    return f"{underlined}\n\n{intro}\n\n{body}"
+
+
+def notes(lines: list[str], markdown: bool) -> str:
+    bullet = "- " if markdown else "  "
+    return "".join(["\n\n", *("\n".join(bullet + line for line in lines))]) if lines else ""
+
+
+def verdict(met: bool | None) -> str:
+    return {True: "yes", False: "NO", None: "n/a"}[met]
+
+
+def versions(results: Results) -> str:
+    found = []
+    for name in ["tiny-pi-course", "jsonschema", "pytest"]:
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return ", ".join(found + [peer.version for peer in results.peers if peer.version])
+
+
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def peer_per_step(report: PeerReport, tool_steps: int) -> Elapsed | None:
+    for entry in report.sizes:
+        if entry.tool_steps == tool_steps and entry.elapsed is not None:
+            return Elapsed(entry.elapsed.wall / tool_steps, entry.elapsed.cpu / tool_steps)
+    return None
+
+
+def targets(results: Results) -> list[list[str]]:
+    """One row per target of the issue: what, the target, the figure by wall and by CPU time, met (by wall)."""
+    first, last = results.steps[0].per_step, results.steps[-1].per_step
+    s_first, s_last = results.steps[0].tool_steps, results.steps[-1].tool_steps
+    rows = [
+        [f"per step at S={s_last:,} / at S={s_first:,}", f"≤ {TARGET_FLATNESS}", f"{last.wall / first.wall:.2f}",
+         f"{last.cpu / first.cpu:.2f}", verdict(last.wall / first.wall <= TARGET_FLATNESS)],
+        [f"per step at S={s_last:,}", f"< {duration(TARGET_PER_STEP)}", duration(last.wall), duration(last.cpu),
+         verdict(last.wall < TARGET_PER_STEP)],
+    ]
+    at = results.options.compare_at
+    ours = next((s.per_step for s in results.steps if s.tool_steps == at), None)
+    for report in results.peers:
+        theirs = peer_per_step(report, at) if ours else None
+        what = f"tiny-pi / {report.peer} per step at S={at:,}"
+        if theirs is None:
+            rows.append([what, f"≤ {TARGET_PEER_RATIO}", report.problem or "not measured", "", verdict(None)])
+        else:
+            rows.append([what, f"≤ {TARGET_PEER_RATIO} (100x faster)", ratio_against(ours.wall, theirs.wall),
+                         ratio_against(ours.cpu, theirs.cpu), verdict(ours.wall / theirs.wall <= TARGET_PEER_RATIO)])
+    loop, gather = median([b.loop for b in results.batch]), median([b.gather for b in results.batch])
+    rows.append([f"{results.options.batch:,}-call batch / bare asyncio.gather", f"≤ {TARGET_BATCH_RATIO}",
+                 f"{loop.wall / gather.wall:.2f}", f"{loop.cpu / gather.cpu:.2f}",
+                 verdict(loop.wall / gather.wall <= TARGET_BATCH_RATIO)])
+    for run, target in zip(results.feedback, (TARGET_CHAPTER_SECONDS, TARGET_SUITE_SECONDS)):
+        rows.append([f"`{run.command}`" if results.options.markdown else run.command, f"< {duration(target)}",
+                     duration(run.elapsed.wall), duration(run.elapsed.cpu),
+                     verdict(run.elapsed.wall < target and run.exit_code == 0)])
+    return rows
+
+
+def render(results: Results, command: str) -> str:
+    md = results.options.markdown
+    options = results.options
+    machine = (f"{os.cpu_count()} cores ({cpu_model()}), Python {platform.python_version()} on {platform.platform()}; "
+               f"load average {results.load[0]:.2f} before, {results.load[1]:.2f} after")
+    header = [f"command: `{command}`" if md else f"command: {command}", f"machine: {machine}",
+              f"versions: {versions(results)}"]
+    sections = [("  \n" if md else "\n").join(header)]
+
+    sections.append(section(
+        "Targets", "Met is judged by wall time; CPU time (this process's, or the pytest process's) shows what the "
+        "code costs without the waiting for a core that a loaded machine adds.",
+        table(["what", "target", "wall", "CPU", "met"], targets(results), md), md))
+
+    base = results.steps[0].per_step
+    rows = [[f"{s.tool_steps:,}", duration(s.total.wall), duration(s.per_step.wall), duration(s.per_step.cpu),
+             f"{s.per_step.wall / base.wall:.2f}", f"{s.per_step.cpu / base.cpu:.2f}"] for s in results.steps]
+    sections.append(section(
+        "Loop overhead",
+        f"S steps of one no-op tool call each, then a final stop, on the scripted model (requests not recorded), "
+        f"an observer counting the events; median of {options.repeat} runs.",
+        table(["S", "total", "per step", "per step (CPU)", f"vs S={results.steps[0].tool_steps:,}",
+               f"vs S={results.steps[0].tool_steps:,} (CPU)"], rows, md), md))
+
+    if results.peers:
+        headers = ["S", "tiny-pi per step"]
+        for report in results.peers:
+            headers += [f"{report.peer} per step", f"tiny-pi / {report.peer}"]
+        rows = []
+        for timing in results.steps:
+            row = [f"{timing.tool_steps:,}", duration(timing.per_step.wall)]
+            for report in results.peers:
+                theirs = peer_per_step(report, timing.tool_steps)
+                row += [duration(theirs.wall), ratio_against(timing.per_step.wall, theirs.wall)] if theirs else ["—"] * 2
+            rows.append(row)
+        remarks = []
+        for report in results.peers:
+            if report.problem:
+                remarks.append(f"{report.peer}: {report.problem}")
+            remarks += [f"{report.peer} at S={e.tool_steps:,}: {e.note}" for e in report.sizes if e.note]
+            completed = [e for e in report.sizes if e.elapsed is not None]
+            if len(completed) >= 2:
+                small, large = completed[0], completed[-1]
+                growth = (large.elapsed.wall / large.tool_steps) / (small.elapsed.wall / small.tool_steps)
+                remarks.append(f"{report.peer}: per step grows {growth:.1f}x from S={small.tool_steps:,} "
+                               f"to S={large.tool_steps:,}")
+        sections.append(section(
+            "Against other runtimes",
+            "The same workload on each runtime's own offline scripted model: one run per size after a 3-step "
+            f"warm-up, wall time, {options.peer_budget:.0f} s budget per runtime.",
+            table(headers, rows, md) + notes(remarks, md), md))
+
+    loop, gather = median([b.loop for b in results.batch]), median([b.gather for b in results.batch])
+    calls = options.batch
+    overhead = Elapsed(loop.wall - gather.wall, loop.cpu - gather.cpu)
+    sections.append(section(
+        "Concurrent batch",
+        f"{calls:,} tool calls in one assistant message, each awaiting one shared asyncio.Event that the last "
+        f"call to start sets; median of {options.repeat}.",
+        table(["", "total", "per call", "per call (CPU)"], [
+            [label, duration(e.wall), duration(e.wall / calls), duration(e.cpu / calls)] for label, e in [
+                ("tiny-pi loop: first tool_start to the next model request", loop),
+                ("bare asyncio.gather of the same coroutines", gather),
+                ("the loop's overhead (difference)", overhead)]], md), md))
+
+    memory = sorted(results.memory.items())
+    (small, small_peak), (large, large_peak) = memory[0], memory[-1]
+    growth = [] if large == small else [
+        f"From S={small:,} to S={large:,}: the peak grows {large_peak / small_peak:.2f}x for {large / small:.0f}x "
+        f"the steps, {size((large_peak - small_peak) / (large - small))} per added step (the transcript's growth)."]
+    sections.append(section(
+        "Peak memory", "tracemalloc's peak during one run of the loop-overhead workload, the transcript included.",
+        table(["S", "peak", "per step"], [[f"{s:,}", size(peak), size(peak / s)] for s, peak in memory], md)
+        + notes(growth, md), md))
+
+    if results.feedback:
+        rows = [[f"`{r.command}`" if md else r.command, duration(r.elapsed.wall), duration(r.elapsed.cpu),
+                 r.summary + ("" if r.exit_code == 0 else f" (exit {r.exit_code})")] for r in results.feedback]
+        sections.append(section(
+            "Feedback time",
+            f"Wall time from process start to exit, median of {options.repeat} after one untimed run "
+            "(bytecode caches written, as on a usual machine).",
+            table(["command", "wall", "CPU", "pytest says"], rows, md), md))
+    return "\n\n".join(sections) + "\n"
+
+
+def sizes_list(text: str) -> list[int]:
+    sizes = [int(part) for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("give positive step counts, e.g. 100,400,1600,6400")
+    return sizes
+
+
+def positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
+
+
+def peers_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip() and part.strip() != "none"]
+    known = [peer.name for peer in PEERS]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown peer {', '.join(unknown)}; the peers are {', '.join(known)}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = BenchmarkOptions()
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=sizes_list, default=defaults.sizes, metavar="S,S,...",
+                        help="tool steps per loop-overhead run (default: 100,400,1600,6400)")
+    parser.add_argument("--repeat", type=positive(int), default=defaults.repeat, metavar="N",
+                        help="repetitions of each tiny-pi measurement; medians are shown (default: 3)")
+    parser.add_argument("--peers", type=peers_list, default=defaults.peers, metavar="NAME,...",
+                        help="runtimes to compare with, or 'none' (default: pydantic-ai,openai-agents)")
+    parser.add_argument("--peer-budget", type=positive(float), default=defaults.peer_budget, metavar="SECONDS",
+                        help="time each peer may spend on all sizes (default: 60)")
+    parser.add_argument("--compare-at", type=positive(int), default=defaults.compare_at, metavar="S",
+                        help="the size whose ratio to each peer is a target (default: 400)")
+    parser.add_argument("--batch", type=positive(int), default=defaults.batch, metavar="N",
+                        help="tool calls in the concurrent batch (default: 1000)")
+    parser.add_argument("--no-feedback", dest="feedback", action="store_false",
+                        help="do not time the pytest runs")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables, as in docs/benchmarks.md")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    options = BenchmarkOptions(sizes=args.sizes, repeat=args.repeat, peers=args.peers, peer_budget=args.peer_budget,
+                               compare_at=args.compare_at, batch=args.batch, feedback=args.feedback,
+                               markdown=args.markdown)
+    print(render(measure(options), " ".join(["python -m benchmarks", *argv])), end="")
+    return 0

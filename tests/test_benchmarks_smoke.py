@@ -1,0 +1,111 @@
+"""The benchmarks at a tiny size: they run the workloads they claim to and report what they measured.
+
+Nothing here looks at a time: speed is what `python -m benchmarks` reports, never what a test asserts.
+"""
+
+import asyncio
+
+import pytest
+
+from benchmarks.peers import Peer, PeerReport, PeerSize, Progress, measure_peer, predicted_seconds
+from benchmarks.run import BenchmarkOptions, build_parser, measure, render
+from benchmarks.workloads import Elapsed, WorkloadError, peak_memory, run_batch, run_steps, step_script
+from course.invariants import check_pairing
+
+
+@pytest.mark.asyncio
+async def test_step_workload_runs_s_tool_steps_then_stops():
+    run = await run_steps(3)
+    roles = [m["role"] for m in run.transcript]
+    assert roles == ["user"] + ["assistant", "toolResult"] * 3 + ["assistant"]
+    assert [m["toolCallId"] for m in run.transcript if m["role"] == "toolResult"] == ["call-1", "call-2", "call-3"]
+    assert check_pairing(run.transcript, first=1) == []
+    # per tool step: start, toolcall_delta, toolcall_end, done, assistant_message, tool_start, tool_end;
+    # then start, text_delta, done, assistant_message for the stop, and turn_end
+    assert (run.executions, run.events) == (3, 7 * 3 + 5)
+
+
+@pytest.mark.asyncio
+async def test_a_run_that_is_not_the_workload_is_refused(monkeypatch):
+    def short_script(tool_steps):  # answers one tool step fewer than the run is timed for
+        return step_script(tool_steps - 1)
+    monkeypatch.setattr("benchmarks.workloads.step_script", short_script)
+    with pytest.raises(WorkloadError, match="expected stop after 4 steps with 3 executions"):
+        await run_steps(3)
+
+
+@pytest.mark.asyncio
+async def test_batch_runs_every_call_concurrently_and_keeps_call_order():
+    # every call waits until the last one has started: a loop that ran them one by one would never finish
+    batch = await asyncio.wait_for(run_batch(5), timeout=30)
+    assert batch.calls == 5
+    assert batch.loop.wall > 0 and batch.gather.wall > 0
+
+
+def test_peak_memory_counts_the_transcript():
+    assert peak_memory(60) > peak_memory(6)
+
+
+def test_growth_prediction_uses_the_exponent_the_sizes_show():
+    quadratic = [PeerSize(100, Elapsed(1.0, 1.0)), PeerSize(400, Elapsed(16.0, 16.0))]
+    assert predicted_seconds(quadratic, 1600) == pytest.approx(256.0)
+    assert predicted_seconds(quadratic[:1], 200) == pytest.approx(4.0)  # one size: assume quadratic
+
+
+def fake_peer(*, work, distributions=("pytest",)):
+    async def run(tool_steps, progress: Progress):
+        await work(tool_steps, progress)
+    return Peer("fake", distributions, run)
+
+
+async def complete(tool_steps, progress):
+    progress.requests, progress.executions, progress.output = tool_steps + 1, tool_steps, "done"
+
+
+def test_a_missing_peer_is_reported_not_raised():
+    report = measure_peer(fake_peer(work=complete, distributions=("no-such-distribution-h8",)), [10], 5.0)
+    assert (report.version, report.sizes) == (None, [])
+    assert report.problem.startswith("not installed")
+
+
+def test_a_peer_that_does_not_do_the_workload_is_reported():
+    async def one_call_short(tool_steps, progress):
+        progress.executions, progress.output = tool_steps - 1, "done"
+    report = measure_peer(fake_peer(work=one_call_short), [10], 5.0)
+    assert report.problem.startswith("failed on a 3-step warm-up: RuntimeError: ran 2 of 3 tool calls")
+
+
+def test_a_peer_over_its_budget_is_stopped_and_later_sizes_skipped():
+    async def hangs_past_warm_up(tool_steps, progress):
+        if tool_steps > 3:
+            await asyncio.Event().wait()
+        await complete(tool_steps, progress)
+    report = measure_peer(fake_peer(work=hangs_past_warm_up), [5, 10], 0.05)
+    assert [entry.elapsed for entry in report.sizes] == [None, None]
+    assert report.sizes[0].note.startswith("stopped at its budget")
+    assert report.sizes[1].note.startswith(("skipped", "stopped at its budget"))
+
+
+def test_report_has_every_section_for_the_sizes_asked_for():
+    results = measure(BenchmarkOptions(sizes=[4, 2], repeat=1, peers=[], batch=3, feedback=False, markdown=True))
+    assert [s.tool_steps for s in results.steps] == [2, 4]
+    results.peers = [PeerReport("fake", None, problem="not installed (pip install -e '.[bench]' adds fake)"),
+                     PeerReport("other", "other 1.0", [PeerSize(2, Elapsed(1.0, 1.0)), PeerSize(4, None, "skipped: x")])]
+    report = render(results, "python -m benchmarks --sizes 2,4")
+    for heading in ["### Targets", "### Loop overhead", "### Against other runtimes", "### Concurrent batch",
+                    "### Peak memory"]:
+        assert heading in report
+    assert "| per step at S=4 / at S=2 | ≤ 1.5 |" in report
+    assert "| tiny-pi / fake per step at S=400 | ≤ 0.01 | not installed" in report
+    assert "- other at S=4: skipped: x" in report
+    assert "### Feedback time" not in report
+    plain = render(results.__class__(**{**results.__dict__, "options": BenchmarkOptions(sizes=[2, 4], feedback=False)}),
+                   "python -m benchmarks")
+    assert "Loop overhead\n=============" in plain and "|" not in plain
+
+
+def test_command_line_refuses_unknown_peers_and_accepts_none(capsys):
+    assert build_parser().parse_args(["--peers", "none"]).peers == []
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--peers", "langchain"])
+    assert "unknown peer langchain" in capsys.readouterr().err
