@@ -7,19 +7,13 @@ import json
 import unicodedata
 from pathlib import Path
 
+from course import mutants
 from course.manifest import CHAPTERS, Chapter, find_chapter
 from course.testrun import PytestRun, Scenario, default_implementation, rerun_command, run_tests, shown
 
 
 def diagnosis(chapter: Chapter, failed: set[str]) -> list[tuple[str, str]]:
-    """Known-wrong variants the failures match, as (variant, hint), from `course.mutants` when that
-    module exists (it is optional: without it there is simply no diagnosis)."""
-    try:
-        import course.mutants as mutants
-    except ModuleNotFoundError as missing:
-        if missing.name != "course.mutants":
-            raise
-        return []
+    """Known-wrong variants the failures match, as (variant, hint): the mutation gate's signatures."""
     return mutants.diagnose(chapter.number, failed)
 
 
