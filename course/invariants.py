@@ -177,7 +177,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
     assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
     seen_assistants = 0
     batch: dict[str, Any] | None = None  # the tool calls of the latest assistant_message event
-    running: dict[str, int] = {}  # call id -> its position in the batch
+    running: dict[str, tuple[int, int]] = {}  # call id -> (its tool_start event, its position in the batch)
 
     def close_batch() -> None:
         if batch is None:
@@ -186,7 +186,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
         missing = "never got a tool_start" if batch["executed"] else "has no tool_skipped event"
         for position in batch["waiting"]:
             problems.append(f"tool call {_name(batch['calls'][position])} of {where} {missing}")
-        for call_id, started_at in running.items():
+        for call_id, (started_at, _) in running.items():
             problems.append(f"tool {call_id} started (event {started_at}) but never ended")
         running.clear()
 
@@ -232,17 +232,19 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
                                 f"(stopReason {stop_reason}) does not {'run' if wanted else 'skip'} its calls")
                 continue
             waiting = batch["waiting"]  # positions of the calls without their tool_start / tool_skipped yet
-            position = next((p for p in waiting if batch["calls"][p].get("id") == call_id), None)
+            in_order = bool(waiting) and batch["calls"][waiting[0]].get("id") == call_id
+            position = waiting[0] if in_order else next(
+                (p for p in waiting if batch["calls"][p].get("id") == call_id), None)
             if position is None:
                 problems.append(f"event {n} {kind} for {call_id}, which is no call of message {batch['at'] + 1} "
                                 f"still waiting for one")
                 continue
-            if position != waiting[0]:
+            if not in_order:
                 problems.append(f"event {n} {kind} for {call_id}, expected {batch['calls'][waiting[0]].get('id')} "
                                 f"next, in call order")
             waiting.remove(position)
             if wanted:
-                running[call_id] = n
+                running[call_id] = (n, position)
             else:
                 compare_result(n, kind, position, result)
         elif kind == "tool_progress":
@@ -254,8 +256,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
             if call_id not in running:
                 problems.append(f"event {n} tool_end for {call_id}, which is not running")
                 continue
-            running.pop(call_id)
-            position = next(p for p, c in enumerate(batch["calls"]) if c.get("id") == call_id)
+            _, position = running.pop(call_id)
             compare_result(n, kind, position, result)
         elif kind != "turn_end":
             problems.append(f"event {n} has an unknown type {kind!r}")

@@ -159,6 +159,8 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
                 if isinstance(event, dict) and event.get("type") in ("done", "error"):
                     terminal = event
                     break
+                if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                    raise TypeError(f"the stream yielded {event!r:.80}, which is not a model event")
                 yield event
             message = await stream.result()
         except Exception as exc:
