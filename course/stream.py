@@ -102,6 +102,9 @@ class AssistantMessageEventStream:
         except Exception as exc:  # a provider bug must end the stream, not the run
             event = error_event("error", str(exc) or type(exc).__name__)
         self.push(event)
+        if self._final is not None and hasattr(self._source, "aclose"):
+            # Finish the source now (it sits at its last yield), not whenever it is garbage-collected.
+            await self._source.aclose()
 
     def __aiter__(self) -> "AssistantMessageEventStream":
         return self

@@ -131,6 +131,29 @@ async def test_broken_model_ends_the_run_with_an_error_message(ch07, how):
     assert run.problems == []
 
 
+async def test_each_models_stream_is_finished_when_it_ends(ch07):
+    # A provider's stream sits at its last yield after `done`; the loop's stream finishes it then,
+    # so its cleanup (a connection, say) runs during the run, not when the garbage collector gets to it.
+    finished = []
+
+    class CleanModel:
+        requests = None
+
+        def stream(self, request, *, signal=None):
+            answer = readme.first_answer() if len(request["messages"]) == 1 else readme.final_answer()
+
+            async def events():
+                try:
+                    yield {"type": "start"}
+                    yield {"type": "done", "reason": answer["stopReason"], "message": answer}
+                finally:
+                    finished.append(len(request["messages"]))
+            return AssistantMessageEventStream(events())
+
+    run = await run_loop(ch07, model=CleanModel(), context=readme.context(), tools=Registry([readme.memory_read_tool()]))
+    assert (run.reason, finished, other_tasks(), run.problems) == ("stop", [1, 3], set(), [])
+
+
 # --- executors ------------------------------------------------------------------------------
 
 def answering(make_result):
