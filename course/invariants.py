@@ -39,7 +39,15 @@ def _calls(message: dict) -> list[dict]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"] if isinstance(content, list) else []
 
 
-def _name(call_or_result: dict) -> str:
+def _field(value: Any, name: str) -> str:
+    """`value[name]` as text: a broken loop may put anything in an event."""
+    found = value.get(name) if isinstance(value, dict) else None
+    return found if isinstance(found, str) else repr(found)
+
+
+def _name(call_or_result: Any) -> str:
+    if not isinstance(call_or_result, dict):
+        return repr(call_or_result)
     if call_or_result.get("role") == "toolResult":
         return f"{call_or_result.get('toolName')}({call_or_result.get('toolCallId')})"
     return f"{call_or_result.get('name')}({call_or_result.get('id')})"
@@ -76,7 +84,7 @@ def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
             open_calls[:] = _calls(message)
             opened_at = index
         elif role == "toolResult":
-            call_id = message.get("toolCallId")
+            call_id = _field(message, "toolCallId")
             if not open_calls:
                 if call_id in answered:
                     problems.append(f"message {index} answers {call_id} again (message {answered[call_id]} already did)")
@@ -84,8 +92,8 @@ def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
                     problems.append(f"message {index} answers {call_id}, which no open tool call has")
                 continue
             expected = open_calls.pop(0)
-            answered[expected.get("id")] = index
-            if call_id != expected.get("id") or message.get("toolName") != expected.get("name"):
+            answered[_field(expected, "id")] = index
+            if call_id != _field(expected, "id") or message.get("toolName") != expected.get("name"):
                 problems.append(
                     f"message {index} is the result for {_name(message)}, expected {_name(expected)} next, in call order"
                 )
@@ -125,7 +133,7 @@ def _check_transcript(messages: list[dict], first: int, reason: str, steps: int,
         )
     if steps != len(assistants):
         problems.append(f"steps is {steps}, but {len(assistants)} assistant messages were appended (one per request)")
-    if max_steps is not None:
+    if max_steps is not None and isinstance(steps, int):
         if steps > max_steps:
             problems.append(f"steps is {steps}, more than max_steps {max_steps}")
         if reason == "maxSteps" and steps != max_steps:
@@ -222,9 +230,8 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
                      "executed": messages[at].get("stopReason") == "toolUse",
                      "waiting": list(range(len(_calls(messages[at]))))}
         elif kind in ("tool_start", "tool_skipped"):
-            call = event.get("call") if kind == "tool_start" else None
-            result = event.get("result") if kind == "tool_skipped" else None
-            call_id = call.get("id") if isinstance(call, dict) else (result or {}).get("toolCallId")
+            result = event.get("result")
+            call_id = _field(event.get("call"), "id") if kind == "tool_start" else _field(result, "toolCallId")
             wanted = kind == "tool_start"
             if batch is None or batch["executed"] != wanted:
                 stop_reason = None if batch is None else messages[batch["at"]].get("stopReason")
@@ -248,11 +255,11 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
             else:
                 compare_result(n, kind, position, result)
         elif kind == "tool_progress":
-            if event.get("callId") not in running:
+            if _field(event, "callId") not in running:
                 problems.append(f"event {n} tool_progress names {event.get('callId')!r}, which is not running")
         elif kind == "tool_end":
-            result = event.get("result") or {}
-            call_id = result.get("toolCallId")
+            result = event.get("result")
+            call_id = _field(result, "toolCallId")
             if call_id not in running:
                 problems.append(f"event {n} tool_end for {call_id}, which is not running")
                 continue
@@ -274,11 +281,15 @@ def _check_requests(requests: list[dict], messages: list[dict], first: int, step
         problems.append(f"steps is {steps}, but {len(requests)} model requests were made")
     assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
     for n, request in enumerate(requests, 1):
-        seen = request.get("messages", [])
+        if not isinstance(request, dict):
+            problems.append(f"request {n} is {type(request).__name__}, not a request dict")
+            continue
+        seen = request.get("messages")
         if n <= len(assistants):
             before = messages[: assistants[n - 1]]
             if _key(seen) != _key(before):
-                problems.append(f"request {n} saw {len(seen)} messages, not the {len(before)} messages before "
+                saw = f"{len(seen)} messages" if isinstance(seen, list) else repr(seen)
+                problems.append(f"request {n} saw {saw}, not the {len(before)} messages before "
                                 f"its answer (message {assistants[n - 1] + 1})")
         if system_prompt is not None and request.get("systemPrompt") != system_prompt:
             problems.append(f"request {n} has a different system prompt")
@@ -306,7 +317,12 @@ def check_run(
     `caller_messages_after` the caller's list after it; `requests` are the requests the model
     received (None when the model does not record them); `max_steps` the bound the run had.
     """
-    problems: list[str] = []
+    problems = [f"message {n} is {type(m).__name__}, not a message dict" for n, m in enumerate(messages, 1)
+                if not isinstance(m, dict)]
+    problems += [f"event {n} is {type(e).__name__}, not an event dict" for n, e in enumerate(events, 1)
+                 if not isinstance(e, dict)]
+    if problems:
+        return problems  # nothing else can be read from such a run
     if caller_messages_after is not None and _key(caller_messages_after) != _key(input_messages):
         problems.append("the caller's context['messages'] was changed")
     if _key(messages[: len(input_messages)]) != _key(input_messages):

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from course.abort import AbortController
 from course.clock import StepClock, use_clock
 from course.harness import Run, load_checkpoint, run_loop
+from course.invariants import check_run
 from course.messages import assistant_message, text, tool_call, tool_result
 from course.scripted import ScriptedModel
 from course.tools import Registry, Tool
@@ -269,3 +270,44 @@ def every_generated_run_keeps_the_promises() -> None:
         check = seed(chosen_seed)(check)
     with runner:
         check()
+
+
+# Runs as a broken loop might report them: the right shapes with wrong or odd values anywhere.
+_odd = st.none() | st.integers(0, 2) | st.lists(st.integers(0, 1), max_size=1) | st.sampled_from(["c1", "c2"])
+_call = st.fixed_dictionaries({"type": st.just("toolCall"), "id": _odd, "name": _odd})
+_message = st.fixed_dictionaries({
+    "role": st.just("assistant"), "content": st.lists(_call, max_size=2) | _odd,
+    "stopReason": st.sampled_from(["toolUse", "stop", "length", "error"]) | _odd,
+}) | st.fixed_dictionaries({
+    "role": st.just("toolResult"), "toolCallId": _odd, "toolName": _odd, "isError": _odd, "content": _odd,
+    "details": _odd | st.fixed_dictionaries({"skipped": _odd, "reason": _odd}),
+})
+_model_event = st.fixed_dictionaries({"type": st.sampled_from(["done", "error", "start"]) | _odd},
+                                     optional={"message": _message | _odd, "error": _message | _odd})
+_event = st.fixed_dictionaries(
+    {"type": st.sampled_from(["model_event", "assistant_message", "tool_start", "tool_end", "tool_skipped",
+                              "tool_progress", "turn_end", "other"])},
+    optional={"message": _message | _odd, "event": _model_event | _odd, "call": _call | _odd,
+              "result": _message | _odd, "callId": _odd, "reason": _odd, "steps": _odd})
+_request = st.fixed_dictionaries({}, optional={"messages": st.lists(_message, max_size=3) | _odd,
+                                               "systemPrompt": _odd, "tools": _odd})
+
+
+def the_checker_reports_and_never_crashes() -> None:
+    """Whatever a broken loop hands it, check_run answers with a list of reports, never an exception
+    (it runs inside every scenario test of a student's loop)."""
+    name, profile, chosen_seed = chosen_settings()
+    user = {"role": "user", "content": "go", "timestamp": 0}
+
+    @settings(profile, max_examples=profile.max_examples // 5)  # cheap to find: 100 by default
+    @given(st.lists(_message, max_size=5), st.lists(_event, max_size=8), st.none() | st.lists(_request, max_size=3),
+           _odd, _odd, st.none() | st.integers(0, 3))
+    def check(messages, events, requests, reason, steps, max_steps):
+        problems = check_run(input_messages=[user], messages=[user, *messages], events=events, requests=requests,
+                             reason=reason, steps=steps, max_steps=max_steps, caller_messages_after=[user],
+                             system_prompt="You are tiny-pi.", definitions=[])
+        assert all(isinstance(problem, str) for problem in problems)
+
+    if chosen_seed is not None:
+        check = seed(chosen_seed)(check)
+    check()

@@ -135,9 +135,6 @@ ROUND_TRIP_VIOLATIONS = {
     "result_not_json": (
         set_item(["messages", 2, "details"], {"seen": {1, 2}}),
         ["message 3 is not JSON: Object of type set is not JSON serializable"]),
-    "result_with_nan": (
-        set_item(["messages", 2, "details"], math.nan),
-        ["message 3 is not JSON: Out of range float values are not JSON compliant"]),
     "results_out_of_call_order": (
         swap_results,
         ["message 3 is the result for read(c2), expected read(c1) next, in call order",
@@ -296,6 +293,17 @@ TRUNCATED_VIOLATIONS = {
 def test_truncated_violation_is_reported(case):
     change, expected = TRUNCATED_VIOLATIONS[case]
     assert broken(truncated(), change) == expected
+
+
+def test_nan_in_a_result_is_reported():
+    problems = broken(round_trip(), set_item(["messages", 2, "details"], math.nan))
+    assert len(problems) == 1 and problems[0].startswith("message 3 is not JSON: Out of range float values")
+
+
+@pytest.mark.parametrize("where, report", [("messages", "message 2 is str, not a message dict"),
+                                           ("events", "event 2 is str, not an event dict")])
+def test_items_that_are_not_dicts_are_reported_without_crashing(where, report):
+    assert broken(round_trip(), lambda run: run[where].insert(1, "oops")) == [report]
 
 
 def test_max_steps_finish_before_the_bound_is_reported():

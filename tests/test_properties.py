@@ -29,3 +29,10 @@ def test_every_generated_run_keeps_the_loops_promises():
     import generated_runs
 
     generated_runs.every_generated_run_keeps_the_promises()
+
+
+def test_the_checker_reports_and_never_crashes_on_a_broken_loops_output():
+    import_hypothesis_without_assert_rewriting()
+    import generated_runs
+
+    generated_runs.the_checker_reports_and_never_crashes()
