@@ -106,7 +106,7 @@ async def run_loop(
         caller_messages_after=context["messages"],
         system_prompt=context["systemPrompt"],
         definitions=registry.definitions(),
-        max_steps=options.max_steps,
+        max_steps=getattr(options, "max_steps", max_steps),  # a student's options may lack the field
     )
     return Run(reason=result.reason, steps=result.steps, messages=result.messages, events=events,
                requests=requests, executions=executions, problems=problems)
