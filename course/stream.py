@@ -149,8 +149,8 @@ def assistant_problem(message: object) -> str | None:
 def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> AssistantMessageEventStream:
     """Hold a provider to the stream contract whatever it does.
 
-    `open_stream()` raising, its iteration raising, its `result()` raising or returning something
-    that is not an assistant message: each ends the returned stream with an `error` event whose
+    `open_stream()` raising, its iteration raising or yielding something that is not an event,
+    its `result()` raising or returning something that is not an assistant message: each ends the returned stream with an `error` event whose
     message has `stopReason: "error"` and an `errorMessage`. Cancellation is never caught.
     """
 
