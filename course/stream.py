@@ -150,8 +150,9 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
     """Hold a provider to the stream contract whatever it does.
 
     `open_stream()` raising, its iteration raising or yielding something that is not an event,
-    its `result()` raising or returning something that is not an assistant message: each ends the returned stream with an `error` event whose
-    message has `stopReason: "error"` and an `errorMessage`. Cancellation is never caught.
+    its `result()` raising or returning something that is not an assistant message: each ends the
+    returned stream with an `error` event whose message has `stopReason: "error"` and an
+    `errorMessage`. Cancellation is never caught.
     """
 
     async def events() -> AsyncIterator[ModelEvent]:
