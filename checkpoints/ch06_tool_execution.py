@@ -7,6 +7,7 @@ nothing raises out of the executor except cancellation.
 from __future__ import annotations
 
 import copy
+import json
 
 from jsonschema.exceptions import best_match
 
@@ -32,6 +33,10 @@ async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExe
 
     if not isinstance(output, dict) or not isinstance(output.get("content"), list):
         return error_result(call, f"Tool {call['name']} returned {type(output).__name__}, not a dict with a content list")
+    try:
+        json.dumps([output["content"], output.get("details")], allow_nan=False)  # a transcript is JSON
+    except (TypeError, ValueError) as error:
+        return error_result(call, f"Tool {call['name']} returned output that is not JSON: {error}")
     return tool_result(
         call,
         output["content"],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
@@ -152,7 +153,7 @@ async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:
         return finish("maxSteps", options.max_steps)
     except BaseException as exc:
         # An observer that raised, or the caller cancelling the task: what formed so far stays reachable.
-        exc.transcript = messages
+        exc.transcript = messages + getattr(exc, "finished_results", [])
         raise
 
 
@@ -182,12 +183,24 @@ async def run_tool_batch(
     """Start every call, wait for all of them together, and return the results in call order."""
     for call in calls:
         emit({"type": "tool_start", "call": call})
+    ended: list[ToolResultMessage] = []
+
+    def emit_keeping_results(event: LoopEvent) -> None:
+        if event["type"] == "tool_end":
+            ended.append(event["result"])
+        emit(event)
+
     try:
         # A TaskGroup, unlike a bare gather, cancels and awaits the siblings if anything escapes.
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(execute_one(call, execute, signal, emit)) for call in calls]
-    except BaseExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None  # only an observer's exception can get here
+            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]
+    except BaseException as error:  # an observer raised, or the task running the loop was cancelled
+        if isinstance(error, BaseExceptionGroup):
+            error = error.exceptions[0]
+        # The results that formed before the batch was cut short stay reachable, in call order.
+        ids = [call["id"] for call in calls]
+        error.finished_results = sorted(ended, key=lambda result: ids.index(result["toolCallId"]))
+        raise error from None
     return [task.result() for task in tasks]
 
 
@@ -196,10 +209,15 @@ async def execute_one(
 ) -> ToolResultMessage:
     """Run one call; whatever the executor does, the call gets exactly one result of its own."""
     running = True
+    observer_errors: list[BaseException] = []
 
     def report_progress(content: list[TextContent]) -> None:
         if running:  # progress reported after the call ended belongs to no tool item
-            emit({"type": "tool_progress", "callId": call["id"], "content": content})
+            try:
+                emit({"type": "tool_progress", "callId": call["id"], "content": content})
+            except BaseException as exc:
+                observer_errors.append(exc)  # the observer failed, not the tool: it must reach the caller
+                raise
 
     try:
         result = await execute(call, ToolExecutionContext(signal=signal, report_progress=report_progress))
@@ -210,6 +228,8 @@ async def execute_one(
         if problem is not None:
             result = error_result(call, problem)
     running = False
+    if observer_errors:
+        raise observer_errors[0]
     emit({"type": "tool_end", "result": result})
     return result
 
@@ -223,4 +243,8 @@ def result_problem(call: ToolCall, result: object) -> str | None:
                 f"instead of {call['name']!r} call {call['id']!r}")
     if not isinstance(result.get("content"), list) or not isinstance(result.get("isError"), bool):
         return f"Executor returned a malformed tool result for call {call['id']}"
+    try:
+        json.dumps(result, allow_nan=False)  # a transcript is JSON
+    except (TypeError, ValueError) as error:
+        return f"Executor returned a result for call {call['id']} that is not JSON: {error}"
     return None

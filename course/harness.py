@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -48,7 +47,9 @@ def _counted_registry(registry: Registry, executions: list[str]) -> Registry:
         async def execute(arguments, context):
             executions.append(tool.name)
             return await tool.execute(arguments, context)
-        return dataclasses.replace(tool, execute=execute)
+        counted = copy.copy(tool)  # not dataclasses.replace: that would check the tool's schema again
+        counted.execute = execute
+        return counted
     return Registry(wrap(tool) for tool in registry)
 
 
@@ -105,6 +106,7 @@ async def run_loop(
         caller_messages_after=context["messages"],
         system_prompt=context["systemPrompt"],
         definitions=registry.definitions(),
+        max_steps=getattr(options, "max_steps", max_steps),  # a student's options may lack the field
     )
     return Run(reason=result.reason, steps=result.steps, messages=result.messages, events=events,
                requests=requests, executions=executions, problems=problems)

@@ -1,13 +1,32 @@
 """The loop's promises, checked on a finished run.
 
-`check_run(...)` returns the broken promises in plain words, each naming the message or event
-index it is about; an empty list means the run kept every promise the chapter makes.
+`check_run(...)` returns the broken promises in plain words, each naming the message, event or
+request it is about; an empty list means the run kept every promise the chapter makes. Messages
+and events are numbered from 1, as the transcript and timeline sections of a snapshot number them.
+
+The promises (README "Guarantees" lists the test proving each):
+  - the caller's messages are unchanged and the transcript starts with them;
+  - the transcript is JSON;
+  - every tool call is answered once, by a result with its id and name, in call order, before the
+    next assistant message and before the end (`check_pairing`);
+  - only the last assistant message may end the run, and the run's reason is the one its last
+    assistant message calls for; `steps` is the number of assistant messages appended, which is
+    the number of model requests, and never more than `max_steps`;
+  - calls of a message that is not `toolUse` are answered by skipped results
+    (`details: {"skipped": true, "reason": <stopReason>}`) and never started;
+  - `turn_end` comes once, last, with the result's reason and steps;
+  - the events tell the same story as the messages: each `assistant_message` event carries the
+    appended message, right after the model event that ended its stream; each executed call has
+    one `tool_start` (in call order) and one `tool_end` carrying its appended result; each skipped
+    call one `tool_skipped` carrying its result; `tool_progress` only for a running call; the next
+    request's model events only once the batch has ended;
+  - request n saw exactly the transcript before the n-th appended assistant message, with the
+    context's system prompt and the registry's tool definitions.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from typing import Any
 
 
@@ -15,37 +34,267 @@ def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
 
 
+def _calls(message: dict) -> list[dict]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"] if isinstance(content, list) else []
+
+
+def _field(value: Any, name: str) -> str:
+    """`value[name]` as text: a broken loop may put anything in an event."""
+    found = value.get(name) if isinstance(value, dict) else None
+    return found if isinstance(found, str) else repr(found)
+
+
+def _name(call_or_result: Any) -> str:
+    if not isinstance(call_or_result, dict):
+        return repr(call_or_result)
+    if call_or_result.get("role") == "toolResult":
+        return f"{call_or_result.get('toolName')}({call_or_result.get('toolCallId')})"
+    return f"{call_or_result.get('name')}({call_or_result.get('id')})"
+
+
+def finishes_for(message: dict) -> tuple[str, ...]:
+    """The reasons a run may finish with when `message` is its last assistant message."""
+    stop_reason = message.get("stopReason")
+    if stop_reason == "toolUse":
+        # A complete batch ran; only an abort or the step bound ends the run here.
+        return ("aborted", "maxSteps") if _calls(message) else ("error",)
+    if stop_reason == "stop":
+        return ("error",) if _calls(message) else ("stop",)
+    return (str(stop_reason),)
+
+
 def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
     """Every tool call is answered once, in call order, by a result with its id and name,
-    before the next assistant message and before the end."""
+    before the next assistant message and before the end. Messages before `first` are input."""
     problems: list[str] = []
     open_calls: list[dict] = []
-    opened_at = -1
+    opened_at = 0
+    answered: dict[str, int] = {}  # call id -> the message that answered it
 
-    def close(at: str) -> None:
+    def close(before: str) -> None:
         for call in open_calls:
-            problems.append(f"tool call {call['id']} of message {opened_at} has no result before {at}")
+            problems.append(f"tool call {_name(call)} of message {opened_at} has no result before {before}")
         open_calls.clear()
 
-    for index, message in enumerate(messages):
-        if index < first:
-            continue
+    for index, message in enumerate(messages[first:], first + 1):
         role = message.get("role")
         if role == "assistant":
             close(f"message {index}")
-            open_calls[:] = [b for b in message.get("content", []) if b.get("type") == "toolCall"]
+            open_calls[:] = _calls(message)
             opened_at = index
         elif role == "toolResult":
+            call_id = _field(message, "toolCallId")
             if not open_calls:
-                problems.append(f"message {index} answers {message.get('toolCallId')}, which no open tool call has")
+                if call_id in answered:
+                    problems.append(f"message {index} answers {call_id} again (message {answered[call_id]} already did)")
+                else:
+                    problems.append(f"message {index} answers {call_id}, which no open tool call has")
                 continue
             expected = open_calls.pop(0)
-            if message.get("toolCallId") != expected["id"] or message.get("toolName") != expected["name"]:
+            answered[_field(expected, "id")] = index
+            if call_id != _field(expected, "id") or message.get("toolName") != expected.get("name"):
                 problems.append(
-                    f"message {index} is the result for {message.get('toolName')}({message.get('toolCallId')}), "
-                    f"expected {expected['name']}({expected['id']}) next, in call order"
+                    f"message {index} is the result for {_name(message)}, expected {_name(expected)} next, in call order"
                 )
     close("the end of the run")
+    return problems
+
+
+def _check_transcript(messages: list[dict], first: int, reason: str, steps: int, max_steps: int | None) -> list[str]:
+    problems: list[str] = []
+    try:
+        json.dumps(messages, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        for index, message in enumerate(messages, 1):
+            try:
+                json.dumps(message, allow_nan=False)
+            except (TypeError, ValueError) as message_error:
+                problems.append(f"message {index} is not JSON: {message_error}")
+        if not problems:
+            problems.append(f"the transcript is not JSON: {error}")
+
+    assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
+    for i in assistants[:-1]:
+        message = messages[i]
+        if message.get("stopReason") != "toolUse" or not _calls(message):
+            problems.append(
+                f"message {i + 1} (stopReason {message.get('stopReason')}, {len(_calls(message))} tool calls) "
+                f"ends the run, but the model was asked again"
+            )
+    if not assistants:
+        if (reason, steps) != ("aborted", 0):
+            problems.append(f"no assistant message was appended, so only (aborted, 0) can end the run, not ({reason}, {steps})")
+    elif reason not in finishes_for(messages[assistants[-1]]):
+        last = messages[assistants[-1]]
+        problems.append(
+            f"the run finished {reason}, but its last assistant message (message {assistants[-1] + 1}, stopReason "
+            f"{last.get('stopReason')}, {len(_calls(last))} tool calls) finishes {' or '.join(finishes_for(last))}"
+        )
+    if steps != len(assistants):
+        problems.append(f"steps is {steps}, but {len(assistants)} assistant messages were appended (one per request)")
+    if max_steps is not None and isinstance(steps, int):
+        if steps > max_steps:
+            problems.append(f"steps is {steps}, more than max_steps {max_steps}")
+        if reason == "maxSteps" and steps != max_steps:
+            problems.append(f"the run finished maxSteps after {steps} steps, but max_steps is {max_steps}")
+
+    for i in assistants:
+        stop_reason = messages[i].get("stopReason")
+        if stop_reason == "toolUse":
+            continue
+        for index in range(i + 1, min(i + 1 + len(_calls(messages[i])), len(messages))):
+            result = messages[index]
+            if result.get("role") != "toolResult":
+                break
+            details = result.get("details")
+            if result.get("isError") is not True or not isinstance(details, dict) \
+                    or details.get("skipped") is not True or details.get("reason") != stop_reason:
+                problems.append(
+                    f"message {index + 1} answers a call of message {i + 1} (stopReason {stop_reason}), so it must be "
+                    f'a skipped error result with details {{"skipped": true, "reason": "{stop_reason}"}}'
+                )
+    return problems
+
+
+def _results_of(messages: list[dict], assistant: int) -> list[int]:
+    """Indices of the tool results following the assistant message at `assistant`."""
+    found = []
+    for index in range(assistant + 1, len(messages)):
+        if messages[index].get("role") != "toolResult":
+            break
+        found.append(index)
+    return found
+
+
+def _check_events(events: list[dict], messages: list[dict], first: int, reason: str, steps: int) -> list[str]:
+    problems: list[str] = []
+
+    ends = [i for i, e in enumerate(events) if e.get("type") == "turn_end"]
+    if len(ends) != 1:
+        problems.append(f"turn_end was emitted {len(ends)} times, expected once")
+    elif ends[0] != len(events) - 1:
+        problems.append(f"turn_end is event {ends[0] + 1}, but {len(events) - 1 - ends[0]} events follow it")
+    for i in ends[:1]:
+        if (events[i].get("reason"), events[i].get("steps")) != (reason, steps):
+            problems.append(
+                f"event {i + 1} turn_end says ({events[i].get('reason')}, {events[i].get('steps')}), "
+                f"the result says ({reason}, {steps})"
+            )
+
+    assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
+    seen_assistants = 0
+    batch: dict[str, Any] | None = None  # the tool calls of the latest assistant_message event
+    running: dict[str, tuple[int, int]] = {}  # call id -> (its tool_start event, its position in the batch)
+
+    def close_batch() -> None:
+        if batch is None:
+            return
+        where = f"message {batch['at'] + 1}"
+        missing = "never got a tool_start" if batch["executed"] else "has no tool_skipped event"
+        for position in batch["waiting"]:
+            problems.append(f"tool call {_name(batch['calls'][position])} of {where} {missing}")
+        for call_id, (started_at, _) in running.items():
+            problems.append(f"tool {call_id} started (event {started_at}) but never ended")
+        running.clear()
+
+    def compare_result(n: int, kind: str, position: int, carried: Any) -> None:
+        results = batch["results"]
+        if position >= len(results):
+            problems.append(f"event {n} {kind} carries a result for {_name(carried)} that is not in the transcript")
+        elif _key(carried) != _key(messages[results[position]]):
+            problems.append(f"event {n} {kind} carries a different result from message {results[position] + 1}")
+
+    for i, event in enumerate(events):
+        n = i + 1
+        kind = event.get("type")
+        if kind == "model_event":
+            if running and events[i - 1].get("type") != "model_event":
+                problems.append(f"event {n} starts the next model request while {', '.join(running)} is still running")
+        elif kind == "assistant_message":
+            close_batch()
+            seen_assistants += 1
+            if seen_assistants > len(assistants):
+                problems.append(f"event {n} assistant_message has no assistant message in the transcript")
+                batch = None
+                continue
+            at = assistants[seen_assistants - 1]
+            if _key(event.get("message")) != _key(messages[at]):
+                problems.append(f"event {n} assistant_message does not carry message {at + 1}, the assistant message appended")
+            before = events[i - 1].get("event") if i > 0 and events[i - 1].get("type") == "model_event" else None
+            carried = before.get("message", before.get("error")) if isinstance(before, dict) else None
+            if not isinstance(before, dict) or before.get("type") not in ("done", "error") \
+                    or _key(carried) != _key(event.get("message")):
+                problems.append(f"event {n} assistant_message does not follow the done/error model event that carries it")
+            batch = {"at": at, "calls": _calls(messages[at]), "results": _results_of(messages, at),
+                     "executed": messages[at].get("stopReason") == "toolUse",
+                     "waiting": list(range(len(_calls(messages[at]))))}
+        elif kind in ("tool_start", "tool_skipped"):
+            result = event.get("result")
+            call_id = _field(event.get("call"), "id") if kind == "tool_start" else _field(result, "toolCallId")
+            wanted = kind == "tool_start"
+            if batch is None or batch["executed"] != wanted:
+                stop_reason = None if batch is None else messages[batch["at"]].get("stopReason")
+                problems.append(f"event {n} {kind} for {call_id}, but the latest assistant message "
+                                f"(stopReason {stop_reason}) does not {'run' if wanted else 'skip'} its calls")
+                continue
+            waiting = batch["waiting"]  # positions of the calls without their tool_start / tool_skipped yet
+            in_order = bool(waiting) and batch["calls"][waiting[0]].get("id") == call_id
+            position = waiting[0] if in_order else next(
+                (p for p in waiting if batch["calls"][p].get("id") == call_id), None)
+            if position is None:
+                problems.append(f"event {n} {kind} for {call_id}, which is no call of message {batch['at'] + 1} "
+                                f"still waiting for one")
+                continue
+            if not in_order:
+                problems.append(f"event {n} {kind} for {call_id}, expected {batch['calls'][waiting[0]].get('id')} "
+                                f"next, in call order")
+            waiting.remove(position)
+            if wanted:
+                running[call_id] = (n, position)
+            else:
+                compare_result(n, kind, position, result)
+        elif kind == "tool_progress":
+            if _field(event, "callId") not in running:
+                problems.append(f"event {n} tool_progress names {event.get('callId')!r}, which is not running")
+        elif kind == "tool_end":
+            result = event.get("result")
+            call_id = _field(result, "toolCallId")
+            if call_id not in running:
+                problems.append(f"event {n} tool_end for {call_id}, which is not running")
+                continue
+            _, position = running.pop(call_id)
+            compare_result(n, kind, position, result)
+        elif kind != "turn_end":
+            problems.append(f"event {n} has an unknown type {kind!r}")
+    close_batch()
+    if seen_assistants < len(assistants):
+        problems.append(f"{len(assistants)} assistant messages were appended, but only {seen_assistants} "
+                        f"assistant_message events were emitted")
+    return problems
+
+
+def _check_requests(requests: list[dict], messages: list[dict], first: int, steps: int,
+                    system_prompt: str | None, definitions: list[dict] | None) -> list[str]:
+    problems: list[str] = []
+    if len(requests) != steps:
+        problems.append(f"steps is {steps}, but {len(requests)} model requests were made")
+    assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
+    for n, request in enumerate(requests, 1):
+        if not isinstance(request, dict):
+            problems.append(f"request {n} is {type(request).__name__}, not a request dict")
+            continue
+        seen = request.get("messages")
+        if n <= len(assistants):
+            before = messages[: assistants[n - 1]]
+            if _key(seen) != _key(before):
+                saw = f"{len(seen)} messages" if isinstance(seen, list) else repr(seen)
+                problems.append(f"request {n} saw {saw}, not the {len(before)} messages before "
+                                f"its answer (message {assistants[n - 1] + 1})")
+        if system_prompt is not None and request.get("systemPrompt") != system_prompt:
+            problems.append(f"request {n} has a different system prompt")
+        if definitions is not None and _key(request.get("tools")) != _key(definitions):
+            problems.append(f"request {n} does not carry the registry's tool definitions")
     return problems
 
 
@@ -60,69 +309,28 @@ def check_run(
     caller_messages_after: list[dict] | None = None,
     system_prompt: str | None = None,
     definitions: list[dict] | None = None,
+    max_steps: int | None = None,
 ) -> list[str]:
-    problems: list[str] = []
+    """Every promise the run broke, in plain words; [] when it kept them all.
 
+    `input_messages` is a copy of the caller's messages taken before the run and
+    `caller_messages_after` the caller's list after it; `requests` are the requests the model
+    received (None when the model does not record them); `max_steps` the bound the run had.
+    """
+    problems = [f"message {n} is {type(m).__name__}, not a message dict" for n, m in enumerate(messages, 1)
+                if not isinstance(m, dict)]
+    problems += [f"event {n} is {type(e).__name__}, not an event dict" for n, e in enumerate(events, 1)
+                 if not isinstance(e, dict)]
+    if problems:
+        return problems  # nothing else can be read from such a run
     if caller_messages_after is not None and _key(caller_messages_after) != _key(input_messages):
         problems.append("the caller's context['messages'] was changed")
-    if messages[: len(input_messages)] != input_messages:
+    if _key(messages[: len(input_messages)]) != _key(input_messages):
         problems.append("the transcript does not start with the input messages")
-
-    ends = [i for i, e in enumerate(events) if e.get("type") == "turn_end"]
-    if len(ends) != 1:
-        problems.append(f"turn_end was emitted {len(ends)} times, expected once")
-    elif ends[0] != len(events) - 1:
-        problems.append(f"turn_end is event {ends[0]}, but events follow it")
-    for i in ends[:1]:
-        if (events[i].get("reason"), events[i].get("steps")) != (reason, steps):
-            problems.append(
-                f"event {i} turn_end says ({events[i].get('reason')}, {events[i].get('steps')}), "
-                f"the result says ({reason}, {steps})"
-            )
-
-    added = messages[len(input_messages):]
-    announced = [e["message"] for e in events if e.get("type") == "assistant_message"]
-    appended = [m for m in added if m.get("role") == "assistant"]
-    if _key(announced) != _key(appended):
-        problems.append(
-            f"assistant_message events ({len(announced)}) do not match the assistant messages appended ({len(appended)})"
-        )
-    reported = Counter(_key(e["result"]) for e in events if e.get("type") in ("tool_end", "tool_skipped"))
-    results = Counter(_key(m) for m in added if m.get("role") == "toolResult")
-    if reported != results:
-        problems.append(
-            f"tool_end/tool_skipped events ({sum(reported.values())}) do not match the tool results appended "
-            f"({sum(results.values())})"
-        )
-
-    running: set[str] = set()
-    for i, event in enumerate(events):
-        kind = event.get("type")
-        if kind == "tool_start":
-            running.add(event["call"]["id"])
-        elif kind == "tool_progress" and event.get("callId") not in running:
-            problems.append(f"event {i} tool_progress names {event.get('callId')!r}, which is not running")
-        elif kind == "tool_end":
-            call_id = event["result"].get("toolCallId")
-            if call_id not in running:
-                problems.append(f"event {i} tool_end for {call_id}, which had no tool_start")
-            running.discard(call_id)
-    for call_id in sorted(running):
-        problems.append(f"tool {call_id} started but never ended")
-
-    problems += check_pairing(messages, first=len(input_messages))
-
+    first = len(input_messages)
+    problems += check_pairing(messages, first=first)
+    problems += _check_transcript(messages, first, reason, steps, max_steps)
+    problems += _check_events(events, messages, first, reason, steps)
     if requests is not None:
-        if len(requests) != steps:
-            problems.append(f"steps is {steps}, but {len(requests)} model requests were made")
-        for n, request in enumerate(requests, 1):
-            seen = request.get("messages", [])
-            if _key(seen) != _key(messages[: len(seen)]):
-                problems.append(f"request {n} saw messages that are not a prefix of the transcript")
-            else:
-                problems += [f"request {n}: {p}" for p in check_pairing(seen, first=len(input_messages))]
-            if system_prompt is not None and request.get("systemPrompt") != system_prompt:
-                problems.append(f"request {n} has a different system prompt")
-            if definitions is not None and _key(request.get("tools")) != _key(definitions):
-                problems.append(f"request {n} does not carry the registry's tool definitions")
+        problems += _check_requests(requests, messages, first, steps, system_prompt, definitions)
     return problems

@@ -159,9 +159,10 @@ def assistant_problem(message: object) -> str | None:
 def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> AssistantMessageEventStream:
     """Hold a provider to the stream contract whatever it does.
 
-    `open_stream()` raising, its iteration raising, its `result()` raising or returning something
-    that is not an assistant message: each ends the returned stream with an `error` event whose
-    message has `stopReason: "error"` and an `errorMessage`. Cancellation is never caught.
+    `open_stream()` raising, its iteration raising or yielding something that is not an event,
+    its `result()` raising or returning something that is not an assistant message: each ends the
+    returned stream with an `error` event whose message has `stopReason: "error"` and an
+    `errorMessage`. Cancellation is never caught.
     """
 
     async def events() -> AsyncIterator[ModelEvent]:
@@ -172,6 +173,8 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
                 if isinstance(event, dict) and event.get("type") in ("done", "error"):
                     terminal = event
                     break
+                if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                    raise TypeError(f"the stream yielded {event!r:.80}, which is not a model event")
                 yield event
             message = await stream.result()
         except Exception as exc:
