@@ -24,38 +24,35 @@ REFERENCE_LOOP = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding
 GRADE_TIMEOUT = 12  # seconds per submission; the hanging one is killed after this
 
 
-def variant(old: str, new: str) -> str:
-    """The reference loop with one change: a deliberately wrong student implementation."""
-    assert REFERENCE_LOOP.count(old) == 1
-    return REFERENCE_LOOP.replace(old, new)
+def variant(*changes: tuple[str, str]) -> str:
+    """The reference loop with a few lines changed: a deliberately wrong student implementation."""
+    source = REFERENCE_LOOP
+    for old, new in changes:
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    return source
 
 
 # Executes the tools of a `length` answer as if it were `toolUse`.
-TOOLS_ON_LENGTH = variant('if assistant["stopReason"] != "toolUse":',
-                          'if assistant["stopReason"] not in ("toolUse", "length"):')
-_BATCH = '''        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(execute_one(call, execute, signal, emit)) for call in calls]
-    except BaseExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None  # only an observer's exception can get here
-    return [task.result() for task in tasks]'''
+TOOLS_ON_LENGTH = variant(('if assistant["stopReason"] != "toolUse":',
+                           'if assistant["stopReason"] not in ("toolUse", "length"):'))
+_GROUP = """        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]
+"""
 # Never finishes a tool batch: the first scenario with a tool call hangs until grading kills it.
-HANGING_TOOLS = variant(_BATCH, '''        await asyncio.Event().wait()
-    except BaseExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None''')
+HANGING_TOOLS = variant((_GROUP, "        await asyncio.Event().wait()\n"))
 # Keeps results in the order the tasks began: right under asyncio's own order, wrong under another.
-RESULTS_IN_START_ORDER = variant(_BATCH, '''        started = []
+RESULTS_IN_START_ORDER = variant((_GROUP, """        started = []
 
         async def run(call):
             slot = {}
             started.append(slot)
-            slot["result"] = await execute_one(call, execute, signal, emit)
+            slot["result"] = await execute_one(call, execute, signal, emit_keeping_results)
 
         async with asyncio.TaskGroup() as group:
             for call in calls:
                 group.create_task(run(call))
-    except BaseExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None
-    return [slot["result"] for slot in started]''')
+"""), ("    return [task.result() for task in tasks]", '    return [slot["result"] for slot in started]'))
 
 
 def write_module(directory: Path, source: str) -> Path:
