@@ -133,6 +133,23 @@ def test_the_command_fails_when_a_variant_survives(capsys):
     assert re.search(r"^length-executes-tools +SURVIVED \(\d+ tests passed\)$", out, re.MULTILINE), out
 
 
+def test_without_a_chapter_the_command_judges_every_chapter_and_fails_on_any_survivor(monkeypatch, capsys):
+    judged = []
+
+    def fake_gallery(chapters, **options):  # the last chapter's first mistake survives
+        judged.extend(c.number for c in chapters)
+        return [mutants.Outcome(c.number, v.name, [] if (c, i) == (CHAPTERS[-1], 1) else ["TestX::test_y"], 3)
+                for c in chapters for i, v in enumerate(mutants.variants(c))]
+
+    monkeypatch.setattr(mutants, "run_gallery", fake_gallery)
+    assert main(["mutants"]) == 1
+    assert judged == [c.number for c in CHAPTERS]
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("Chapter ")] == \
+        [f"Chapter {c.number} — {c.title}" for c in CHAPTERS]
+    assert re.search(rf"^{mutants.variants(CHAPTERS[-1])[1].name} +SURVIVED \(3 tests passed\)$", out, re.MULTILINE)
+
+
 def test_the_command_passes_when_every_variant_is_killed(capsys):
     assert main(["mutants", "07", "--variant", "length-executes-tools"]) == 0
     out = capsys.readouterr().out
