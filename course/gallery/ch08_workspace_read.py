@@ -1,5 +1,8 @@
 """Chapter 08's known mistakes: each patches checkpoints/ch08_workspace_read.py where the mistake lives
-(one line where one line makes it; `also` where the mistake is several lines that belong together)."""
+(one line where one line makes it; `also` where the mistake is several lines that belong together).
+
+Left out: opening the file without O_NONBLOCK. Only the FIFO swapped in mid-read would catch it, and
+only by blocking until the test's 5-second watchdog opens the FIFO's other end, on every gate run."""
 
 from course.mutants import Mutant
 
