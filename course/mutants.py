@@ -41,7 +41,7 @@ class StalePatch(Exception):
 
 @dataclass(frozen=True)
 class Mutant:
-    """One named mistake: the reference with `find` replaced by `replace`."""
+    """One named mistake: the reference with `find` replaced by `replace` (and each of `also`'s pairs)."""
 
     name: str
     """What the variant gets wrong, in kebab case: `length-executes-tools`."""
@@ -53,16 +53,27 @@ class Mutant:
     """The reference text the mistake changes; it must occur exactly once."""
     replace: str
     """What the mistake puts there; its later lines get the indentation of the line `find` starts on."""
+    also: tuple[tuple[str, str], ...] = ()
+    """Further (find, replace) pairs, for a mistake that no single line makes; each must occur exactly once."""
+
+    @property
+    def patches(self) -> tuple[tuple[str, str], ...]:
+        return ((self.find, self.replace), *self.also)
 
     def source(self, reference: str) -> str:
-        count = reference.count(self.find)
+        for find, replace in self.patches:
+            reference = self.patch(reference, find, replace)
+        return reference
+
+    def patch(self, reference: str, find: str, replace: str) -> str:
+        count = reference.count(find)
         if count != 1:
-            raise StalePatch(f"mutant {self.name}: the reference has {count} copies of {self.find!r}, expected 1")
-        start = reference.index(self.find)
+            raise StalePatch(f"mutant {self.name}: the reference has {count} copies of {find!r}, expected 1")
+        start = reference.index(find)
         line = reference[reference.rfind("\n", 0, start) + 1:start]
         indent = line[: len(line) - len(line.lstrip())]
-        replacement = self.replace.replace("\n", "\n" + indent)
-        return reference[:start] + replacement + reference[start + len(self.find):]
+        replacement = replace.replace("\n", "\n" + indent)
+        return reference[:start] + replacement + reference[start + len(find):]
 
     @property
     def full_hint(self) -> str:
@@ -161,8 +172,11 @@ def judge(chapter: Chapter, name: str, directory: Path, selection: Selection = S
     with contextlib.redirect_stdout(output):
         # Pass or fail is all a signature needs: no tracebacks, and no assertion rewriting to explain
         # failures (which also spares the warning that the worker imported `course` before pytest).
+        # Each variant gets its own basetemp: in the shared /tmp/pytest-of-USER, concurrent workers
+        # pruning each other's old directories crash on the warning that raises (filterwarnings=error).
         code = pytest.main([str(REPO / chapter.test_file), f"--impl={directory}", "-p", "no:cacheprovider",
                             "-q", "--tb=no", "--no-header", "--assert=plain",
+                            f"--basetemp={directory.with_name(directory.name + '.tmp')}",
                             *selection.pytest_args(chapter)], plugins=[failures])
     # The next variant is loaded fresh: forget this one's modules and its directory.
     for module in [m for m in sys.modules if m.startswith("tiny_pi_student.")]:

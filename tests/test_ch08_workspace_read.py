@@ -365,6 +365,15 @@ class TestRefusals:
         assert (result["isError"], result["details"]) == (True, {"error": code})
         assert as_text(result) == snapshot
 
+    @pytest.mark.parametrize("make", [os.mkfifo, make_device], ids=["fifo", "device"])
+    async def test_a_special_file_is_refused_without_being_opened(self, ch06, ch08, place, opened, make):
+        """A FIFO or device node is refused by its type before it is opened (opening one can block or act)."""
+        make(place.root / "special")
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "special"})
+        assert (result["isError"], result["details"]) == (True, {"error": "not_regular"})
+        assert opened and os.path.realpath(place.root / "special") not in opened
+
     @pytest.mark.parametrize("arguments", [{"path": 7}, {"path": "README.md", "offset": 0},
                                            {"path": "README.md", "limit": -1}, {"path": "README.md", "mode": "w"},
                                            {"offset": 2}])

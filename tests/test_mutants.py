@@ -1,5 +1,10 @@
 """The mutation gate: each chapter's tests fail every known-wrong variant of its reference, and a
-student whose failures match a variant's signature is told that variant's hint."""
+student whose failures match a variant's signature is told that variant's hint.
+
+The tests that judge the whole gallery (every variant against its chapter's whole suite) are marked
+`gate` and left out of a plain `pytest` (pyproject's addopts): `pytest -m gate` or `course mutants`
+runs them, and CI does. The rest check the gallery's structure and the gate's machinery on a few variants.
+"""
 
 import asyncio
 import importlib
@@ -44,7 +49,8 @@ def test_variant_applies_to_the_current_reference(chapter, variant):
     assert source != reference
     compile(source, f"{variant.name}.py", "exec")
     if isinstance(variant, mutants.Mutant):
-        assert reference.count(variant.find) == 1
+        for find, _ in variant.patches:
+            assert reference.count(find) == 1, f"{variant.name}: {find!r}"
         assert variant.section in section_marks(chapter), f"{variant.name}: no tests are marked {variant.section!r}"
         assert variant.full_hint.endswith(f" — see {variant.section}")
 
@@ -55,6 +61,14 @@ def test_a_stale_patch_is_refused():
     reference = mutants.reference_source(find_chapter("07"))
     for mutant, count in ((missing, 0), (twice, reference.count("import"))):
         with pytest.raises(mutants.StalePatch, match=f"has {count} copies"):
+            mutant.source(reference)
+
+
+def test_a_mutant_with_several_patches_applies_each_exactly_once():
+    mutant = mutants.Mutant("m", "s", "h", "a = 1", "a = 2", also=(("b = 1", "b = 2\nc = 3"),))
+    assert mutant.source("def f():\n    a = 1\n    b = 1\n") == "def f():\n    a = 2\n    b = 2\n    c = 3\n"
+    for reference in ("a = 1\n", "a = 1\nb = 1\nb = 1\n"):
+        with pytest.raises(mutants.StalePatch, match="'b = 1'"):
             mutant.source(reference)
 
 
@@ -81,12 +95,16 @@ def test_the_starter_keeps_the_interface_and_implements_nothing(chapter, monkeyp
         function = getattr(starter, name)
         assert str(inspect.signature(function)) == str(inspect.signature(getattr(reference, name)))
         assert function.__doc__ == getattr(reference, name).__doc__
+        parameters = inspect.signature(function).parameters.values()
+        args = [None for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        kwargs = {p.name: None for p in parameters if p.kind is p.KEYWORD_ONLY}  # create_read_tool's caps
         with pytest.raises(NotImplementedError):
-            result = function(*[None] * len(inspect.signature(function).parameters))
+            result = function(*args, **kwargs)
             if inspect.iscoroutine(result):
                 asyncio.run(result)
 
 
+@pytest.mark.gate
 def test_every_variant_is_killed(gallery):
     survivors = [o for o in gallery if not o.killed]
     tables = "\n".join(mutants.render_table(c, [o for o in gallery if o.chapter == c.number]) for c in CHAPTERS)
@@ -94,9 +112,17 @@ def test_every_variant_is_killed(gallery):
     assert {o.chapter for o in gallery} == {c.number for c in CHAPTERS}
 
 
+@pytest.mark.gate
 def test_the_stored_signatures_are_the_gallery_s(gallery):
     assert mutants.signatures_of(gallery) == mutants.load_signatures(), \
         "the failure signatures changed with the tests or the gallery: run `course mutants --write-signatures`"
+
+
+def test_every_variant_has_a_stored_signature():
+    stored = mutants.load_signatures()
+    for chapter in CHAPTERS:
+        assert set(stored.get(chapter.number, {})) == {v.name for v in mutants.variants(chapter)}, \
+            f"chapter {chapter.number}'s gallery changed: run `course mutants --write-signatures`"
 
 
 def test_the_command_fails_when_a_variant_survives(capsys):
@@ -105,6 +131,23 @@ def test_the_command_fails_when_a_variant_survives(capsys):
     out = capsys.readouterr().out
     assert "1 variant, 1 not killed" in out
     assert re.search(r"^length-executes-tools +SURVIVED \(\d+ tests passed\)$", out, re.MULTILINE), out
+
+
+def test_without_a_chapter_the_command_judges_every_chapter_and_fails_on_any_survivor(monkeypatch, capsys):
+    judged = []
+
+    def fake_gallery(chapters, **options):  # the last chapter's first mistake survives
+        judged.extend(c.number for c in chapters)
+        return [mutants.Outcome(c.number, v.name, [] if (c, i) == (CHAPTERS[-1], 1) else ["TestX::test_y"], 3)
+                for c in chapters for i, v in enumerate(mutants.variants(c))]
+
+    monkeypatch.setattr(mutants, "run_gallery", fake_gallery)
+    assert main(["mutants"]) == 1
+    assert judged == [c.number for c in CHAPTERS]
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("Chapter ")] == \
+        [f"Chapter {c.number} — {c.title}" for c in CHAPTERS]
+    assert re.search(rf"^{mutants.variants(CHAPTERS[-1])[1].name} +SURVIVED \(3 tests passed\)$", out, re.MULTILINE)
 
 
 def test_the_command_passes_when_every_variant_is_killed(capsys):
@@ -144,6 +187,7 @@ def test_diagnose_names_the_length_mistake_and_its_section():
     assert [name for name, _ in mutants.diagnose("ch07", full_ids)] == ["length-executes-tools"]
 
 
+@pytest.mark.gate
 def test_diagnose_matches_what_the_variant_really_fails(gallery):
     for outcome in gallery:
         assert outcome.variant in [name for name, _ in mutants.diagnose(outcome.chapter, set(outcome.failed))]
