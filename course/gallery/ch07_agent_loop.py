@@ -88,10 +88,10 @@ MUTANTS = [
            'return sorted((task.result() for task in tasks), key=lambda result: result["timestamp"])'),
     Mutant("tools-one-after-another", "并发工具",
            "your loop awaits each tool before starting the next; a batch runs concurrently",
-           'tasks = [group.create_task(execute_one(call, execute, signal, emit)) for call in calls]',
+           'tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]',
            'tasks = []\n'
            'for call in calls:\n'
-           '    tasks.append(group.create_task(execute_one(call, execute, signal, emit)))\n'
+           '    tasks.append(group.create_task(execute_one(call, execute, signal, emit_keeping_results)))\n'
            '    await tasks[-1]'),
     Mutant("rejection-fails-the-batch", "并发工具",
            "an executor that raises must become an error result for its own call; the rest of the batch goes on",
