@@ -29,3 +29,15 @@ def step_clock():
 @pytest.fixture
 def snapshot(snapshot):
     return snapshot.use_extension(RunSnapshotExtension)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def harness_commands_start_early(request, tmp_path_factory):
+    """The `course` command tests wait on child processes; when they are selected, start those
+    children before the first test, so that they run while the other modules do."""
+    module = next((item.module for item in request.session.items
+                   if item.module.__name__ == "test_harness_cli"), None)
+    launched = module.launch(tmp_path_factory) if module is not None else None
+    yield
+    if launched is not None:
+        launched.stop()  # also when the harness tests never ran (e.g. `-x` stopped the session)

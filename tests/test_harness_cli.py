@@ -4,10 +4,13 @@ Every command runs a chapter's tests in pytest processes of its own (~1 s each h
 module starts them all at once in one fixture and each test waits for the ones it reads.
 """
 
+import contextlib
 import csv
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +64,11 @@ def write_module(directory: Path, source: str) -> Path:
     return directory
 
 
+# The children may cache bytecode even where the caller's environment says not to: there are
+# about twenty of them, and compiling pytest and the course anew costs each ~0.5 s of CPU.
+CHILD_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
 class Launched:
     """Child `course` processes started together; `result(name)` waits for one."""
 
@@ -71,19 +79,26 @@ class Launched:
     def start(self, name: str, *args: str, cwd: Path | None = None) -> None:
         with (self.workspace / f"{name}.out").open("w") as out, (self.workspace / f"{name}.err").open("w") as err:
             self.children[name] = subprocess.Popen([sys.executable, "-m", "course", *args], cwd=cwd or self.workspace,
-                                                   stdout=out, stderr=err, text=True)
+                                                   stdout=out, stderr=err, text=True, env=CHILD_ENV,
+                                                   start_new_session=True)  # stop() ends its pytest children too
 
     def collect(self) -> None:
         """List chapter 07's scenarios (the counts the commands print are checked against it)."""
         with (self.workspace / "collect.out").open("w") as out:
             self.children["collect"] = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", LOOP.test_file],
-                cwd=ROOT, stdout=out, stderr=subprocess.DEVNULL, text=True)
+                cwd=ROOT, stdout=out, stderr=subprocess.DEVNULL, text=True, env=CHILD_ENV, start_new_session=True)
 
     @property
     def scenarios(self) -> list[str]:
         _, out, _ = self.result("collect")  # (syrupy calls a collect-only run's snapshots unused: exit 1)
         return [line.split("::", 1)[1] for line in out.splitlines() if "::" in line]
+
+    def stop(self) -> None:
+        for child in self.children.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
 
     def result(self, name: str) -> tuple[int, str, str]:
         code = self.children[name].wait(timeout=120)
@@ -92,8 +107,15 @@ class Launched:
         return code, read("out"), read("err")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+_launched: Launched | None = None
+
+
+def launch(tmp_path_factory) -> Launched:
+    """Start every child command once per session. tests/conftest.py calls this before the first test
+    of the session, so the children (~15 s of work) run while the other test modules do."""
+    global _launched
+    if _launched is not None:
+        return _launched
     ws = tmp_path_factory.mktemp("harness")
     write_module(ws / "wrong", TOOLS_ON_LENGTH)
     write_module(ws / "correct", REFERENCE_LOOP)
@@ -125,10 +147,15 @@ def runs(tmp_path_factory):
     launched.start("update", "snapshots", "update", "07", cwd=course_copy)
     launched.start("verify_reference", "snapshots", "verify", "07", "--runs", "2")
     launched.start("verify_order", "snapshots", "verify", "07", "--runs", "2", "--impl", "order")
+    _launched = launched
+    return launched
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    launched = launch(tmp_path_factory)
     yield launched
-    for child in launched.children.values():
-        child.kill()
-        child.wait()
+    launched.stop()
 
 
 def test_check_prints_the_first_divergence_hint_and_rerun_command(runs):
