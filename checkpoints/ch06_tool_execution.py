@@ -15,6 +15,9 @@ from course.messages import ToolCall, ToolResultMessage, tool_result
 from course.tools import Registry, ToolExecutionContext, error_result
 
 
+strict_json = json.JSONEncoder(allow_nan=False).encode  # built once: json.dumps(..., allow_nan=False) builds one per call
+
+
 async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExecutionContext) -> ToolResultMessage:
     tool = registry.get(call["name"])
     if tool is None:
@@ -34,7 +37,7 @@ async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExe
     if not isinstance(output, dict) or not isinstance(output.get("content"), list):
         return error_result(call, f"Tool {call['name']} returned {type(output).__name__}, not a dict with a content list")
     try:
-        json.dumps([output["content"], output.get("details")], allow_nan=False)  # a transcript is JSON
+        strict_json([output["content"], output.get("details")])  # a transcript is JSON
     except (TypeError, ValueError) as error:
         return error_result(call, f"Tool {call['name']} returned output that is not JSON: {error}")
     return tool_result(

@@ -234,6 +234,9 @@ async def execute_one(
     return result
 
 
+strict_json = json.JSONEncoder(allow_nan=False).encode  # built once: json.dumps(..., allow_nan=False) builds one per call
+
+
 def result_problem(call: ToolCall, result: object) -> str | None:
     """Why `result` cannot stand in the transcript as the answer to `call`, or None."""
     if not isinstance(result, dict) or result.get("role") != "toolResult":
@@ -244,7 +247,7 @@ def result_problem(call: ToolCall, result: object) -> str | None:
     if not isinstance(result.get("content"), list) or not isinstance(result.get("isError"), bool):
         return f"Executor returned a malformed tool result for call {call['id']}"
     try:
-        json.dumps(result, allow_nan=False)  # a transcript is JSON
+        strict_json(result)  # a transcript is JSON
     except (TypeError, ValueError) as error:
         return f"Executor returned a result for call {call['id']} that is not JSON: {error}"
     return None
