@@ -13,7 +13,6 @@ a variant are its signature; `mutant_signatures.json` keeps them (`course mutant
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import difflib
 import gc
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import checkpoints
+from course import starter
 from course.manifest import CHAPTERS, Chapter, find_chapter
 
 REPO = Path(checkpoints.__file__).resolve().parent.parent
@@ -82,23 +82,15 @@ class Mutant:
 
 @dataclass(frozen=True)
 class Starter:
-    """The chapter's fresh starter module: the reference with every function body `raise NotImplementedError`."""
+    """The chapter's fresh starter module, exactly as `course start` writes it: every function body
+    `raise NotImplementedError`."""
 
+    chapter: Chapter
     name: str = "starter"
     full_hint: str = "every function still raises NotImplementedError: implement the chapter one section at a time"
 
     def source(self, reference: str) -> str:
-        return starter_source(reference)
-
-
-def starter_source(reference: str) -> str:
-    """The reference's imports, types, constants, signatures and docstrings; no function bodies."""
-    tree = ast.parse(reference)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            docstring = node.body[:1] if ast.get_docstring(node, clean=False) is not None else []
-            node.body = docstring + [ast.Raise(exc=ast.Name(id="NotImplementedError", ctx=ast.Load()))]
-    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+        return starter.starter_source(self.chapter, reference)
 
 
 def reference_source(chapter: Chapter) -> str:
@@ -108,7 +100,7 @@ def reference_source(chapter: Chapter) -> str:
 def variants(chapter: Chapter) -> list[Mutant | Starter]:
     """The starter first, then the chapter's gallery (`course/gallery/<module>.py`, its MUTANTS)."""
     gallery = importlib.import_module(f"course.gallery.{chapter.module}")
-    return [Starter(), *gallery.MUTANTS]
+    return [Starter(chapter), *gallery.MUTANTS]
 
 
 @dataclass

@@ -35,11 +35,13 @@ def _stubbed_body(function: ast.FunctionDef | ast.AsyncFunctionDef, chapter: Cha
     return first, function.end_lineno, [f"{indent}raise NotImplementedError({message!r})\n"]
 
 
-def starter_source(chapter: Chapter) -> str:
+def starter_source(chapter: Chapter, source: str | None = None) -> str:
     """The starter module's text for `chapter`: the reference's own lines (comments and layout
-    kept), with each function's body after its docstring replaced."""
-    reference = Path(importlib.util.find_spec(f"{REFERENCE_PACKAGE}.{chapter.module}").origin)
-    source = reference.read_text(encoding="utf-8")
+    kept), with each function's body after its docstring replaced. `source` is the reference's
+    text, read from `checkpoints/` when not given."""
+    if source is None:
+        reference = Path(importlib.util.find_spec(f"{REFERENCE_PACKAGE}.{chapter.module}").origin)
+        source = reference.read_text(encoding="utf-8")
     lines = source.splitlines(keepends=True)
     edits: list[tuple[int, int, list[str]]] = []
     tree = ast.parse(source)

@@ -16,6 +16,7 @@ import types
 import pytest
 
 from course import mutants
+from course import starter as course_starter
 from course.cli import main
 from course.manifest import CHAPTERS, find_chapter
 
@@ -82,7 +83,7 @@ def test_the_starter_keeps_the_interface_and_implements_nothing(chapter, monkeyp
     reference = importlib.import_module(f"checkpoints.{chapter.module}")
     starter = types.ModuleType(f"starter_{chapter.module}")
     monkeypatch.setitem(sys.modules, starter.__name__, starter)  # dataclasses look their module up
-    exec(compile(mutants.starter_source(mutants.reference_source(chapter)), "starter.py", "exec"), starter.__dict__)
+    exec(compile(course_starter.starter_source(chapter), "starter.py", "exec"), starter.__dict__)
 
     def public(module):  # (pytest's assertion rewriting adds names like "@py_builtins" to the reference)
         return {name for name in vars(module) if name.isidentifier() and not name.startswith("_")}
