@@ -7,15 +7,11 @@ nothing raises out of the executor except cancellation.
 from __future__ import annotations
 
 import copy
-import json
 
 from jsonschema.exceptions import best_match
 
-from course.messages import ToolCall, ToolResultMessage, tool_result
+from course.messages import ToolCall, ToolResultMessage, strict_json, tool_result
 from course.tools import Registry, ToolExecutionContext, error_result
-
-
-strict_json = json.JSONEncoder(allow_nan=False).encode  # built once: json.dumps(..., allow_nan=False) builds one per call
 
 
 async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExecutionContext) -> ToolResultMessage:

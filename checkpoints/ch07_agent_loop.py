@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from checkpoints.ch06_tool_execution import execute_tool_call as execute_core_tool_call
 from course.abort import AbortSignal
-from course.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, tool_calls
+from course.messages import (
+    AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, strict_json, tool_calls,
+)
 from course.stream import Model, ModelEvent, guard_stream
 from course.tools import Registry, ToolExecutionContext, error_result
 
@@ -232,9 +233,6 @@ async def execute_one(
         raise observer_errors[0]
     emit({"type": "tool_end", "result": result})
     return result
-
-
-strict_json = json.JSONEncoder(allow_nan=False).encode  # built once: json.dumps(..., allow_nan=False) builds one per call
 
 
 def result_problem(call: ToolCall, result: object) -> str | None:

@@ -29,6 +29,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from course.messages import strict_json
+
 
 def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
@@ -104,11 +106,11 @@ def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
 def _check_transcript(messages: list[dict], first: int, reason: str, steps: int, max_steps: int | None) -> list[str]:
     problems: list[str] = []
     try:
-        json.dumps(messages, allow_nan=False)
+        strict_json(messages)
     except (TypeError, ValueError) as error:
         for index, message in enumerate(messages, 1):
             try:
-                json.dumps(message, allow_nan=False)
+                strict_json(message)
             except (TypeError, ValueError) as message_error:
                 problems.append(f"message {index} is not JSON: {message_error}")
         if not problems:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, NotRequired, TypedDict
 
 from course.clock import now
@@ -46,6 +47,11 @@ class ToolResultMessage(TypedDict):
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+# A transcript is JSON: this raises TypeError or ValueError (NaN, Infinity) for what is not.
+# Built once; json.dumps(..., allow_nan=False) builds a new encoder on every call.
+strict_json = json.JSONEncoder(allow_nan=False).encode
 
 
 def text(s: str) -> TextContent:
