@@ -79,14 +79,24 @@ class AssistantMessageEventStream:
         self._wakeup: asyncio.Future[None] | None = None
 
     def push(self, event: ModelEvent) -> None:
-        """Add one event; `done` or `error` ends the stream and later pushes are ignored."""
+        """Add one event; `done` or `error` ends the stream and later pushes are ignored.
+
+        The stream holds its provider to the contract here, once per event: something that is not a
+        model event, or a final message that is not a well-formed assistant message, ends the stream
+        with an `error` event saying so instead.
+        """
         if self._final is not None:
             return
-        self._queue.append(event)
-        if event["type"] == "done":
-            self._final = event["message"]
-        elif event["type"] == "error":
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "done" or kind == "error":
+            problem = assistant_problem(event.get("message" if kind == "done" else "error"))
+            if problem is not None:
+                event = error_event("error", problem)
+            self._final = event["message" if event["type"] == "done" else "error"]
+        elif not isinstance(kind, str):
+            event = error_event("error", f"Model stream failed: {not_an_event(event)}")
             self._final = event["error"]
+        self._queue.append(event)
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
 
@@ -156,6 +166,10 @@ def assistant_problem(message: object) -> str | None:
     return None
 
 
+def not_an_event(event: object) -> str:
+    return f"the stream yielded {event!r:.80}, which is not a model event"
+
+
 def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> AssistantMessageEventStream:
     """Hold a provider to the stream contract whatever it does.
 
@@ -164,30 +178,36 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
     returned stream with an `error` event whose message has `stopReason: "error"` and an
     `errorMessage`. Cancellation is never caught.
     """
+    try:
+        stream = open_stream()
+    except Exception as exc:
+        failed = AssistantMessageEventStream()
+        failed.push(error_event("error", f"Model stream failed: {str(exc) or type(exc).__name__}"))
+        return failed
+    if type(stream) is AssistantMessageEventStream:
+        return stream  # checks every event itself (push) and never raises: no second layer needed
+    return AssistantMessageEventStream(_checked_events(stream))
 
-    async def events() -> AsyncIterator[ModelEvent]:
-        try:
-            stream = open_stream()
-            terminal = None
-            async for event in stream:
-                if isinstance(event, dict) and event.get("type") in ("done", "error"):
-                    terminal = event
-                    break
-                if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-                    raise TypeError(f"the stream yielded {event!r:.80}, which is not a model event")
-                yield event
-            message = await stream.result()
-        except Exception as exc:
-            yield error_event("error", f"Model stream failed: {str(exc) or type(exc).__name__}")
-            return
-        problem = assistant_problem(message)
-        if problem is not None:
-            yield error_event("error", problem)
-        elif terminal is not None and (terminal.get("message") or terminal.get("error")) is message:
-            yield terminal
-        elif message["stopReason"] in ("error", "aborted"):
-            yield {"type": "error", "reason": message["stopReason"], "error": message}
-        else:
-            yield {"type": "done", "reason": message["stopReason"], "message": message}
 
-    return AssistantMessageEventStream(events())
+async def _checked_events(stream: object) -> AsyncIterator[ModelEvent]:
+    """Any other object that claims to be a stream: its `result()` is the answer, whatever it yielded."""
+    try:
+        terminal = None
+        async for event in stream:
+            if isinstance(event, dict) and event.get("type") in ("done", "error"):
+                terminal = event
+                break
+            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                raise TypeError(not_an_event(event))
+            yield event
+        message = await stream.result()
+    except Exception as exc:
+        yield error_event("error", f"Model stream failed: {str(exc) or type(exc).__name__}")
+        return
+    if terminal is not None and (terminal.get("message") or terminal.get("error")) is message:
+        yield terminal  # push checks the message
+    elif assistant_problem(message) is None and message["stopReason"] in ("error", "aborted"):
+        yield {"type": "error", "reason": message["stopReason"], "error": message}
+    else:
+        yield {"type": "done", "reason": message.get("stopReason") if isinstance(message, dict) else None,
+               "message": message}  # push turns a malformed message into an error event
