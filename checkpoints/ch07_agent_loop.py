@@ -192,6 +192,8 @@ async def run_tool_batch(
         emit(event)
 
     try:
+        if len(calls) == 1:  # nothing runs beside it: a task and a group would cost more than the rest of the step
+            return [await _execute_in_this_task(calls[0], execute, signal, emit_keeping_results)]
         # A TaskGroup, unlike a bare gather, cancels and awaits the siblings if anything escapes.
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]
@@ -203,6 +205,18 @@ async def run_tool_batch(
         error.finished_results = sorted(ended, key=lambda result: ids.index(result["toolCallId"]))
         raise error from None
     return [task.result() for task in tasks]
+
+
+async def _execute_in_this_task(
+    call: ToolCall, execute: ToolExecutor, signal: AbortSignal | None, emit: Callable[[LoopEvent], None]
+) -> ToolResultMessage:
+    """execute_one without a task of its own; a cancellation the tool swallowed still ends the run."""
+    task = asyncio.current_task()
+    cancelling = task.cancelling()
+    result = await execute_one(call, execute, signal, emit)
+    if task.cancelling() > cancelling:
+        raise asyncio.CancelledError
+    return result
 
 
 async def execute_one(

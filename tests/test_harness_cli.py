@@ -43,7 +43,7 @@ _GROUP = """        async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]
 """
 # Never finishes a tool batch: the first scenario with a tool call hangs until grading kills it.
-HANGING_TOOLS = variant((_GROUP, "        await asyncio.Event().wait()\n"))
+HANGING_TOOLS = variant(('emit({"type": "tool_start", "call": call})', "await asyncio.Event().wait()"))
 # Keeps results in the order the tasks began: right under asyncio's own order, wrong under another.
 RESULTS_IN_START_ORDER = variant((_GROUP, """        started = []
 

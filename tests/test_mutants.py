@@ -89,8 +89,8 @@ def test_the_starter_keeps_the_interface_and_implements_nothing(chapter, monkeyp
         return {name for name in vars(module) if name.isidentifier() and not name.startswith("_")}
 
     assert public(reference) == public(starter)
-    functions = [name for name, value in vars(reference).items()
-                 if inspect.isfunction(value) and value.__module__ == reference.__name__]
+    functions = [name for name, value in vars(reference).items() if not name.startswith("_")
+                 and inspect.isfunction(value) and value.__module__ == reference.__name__]
     assert functions
     for name in functions:
         function = getattr(starter, name)
