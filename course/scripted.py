@@ -16,8 +16,8 @@ from course.stream import AssistantMessageEventStream, ModelEvent, ModelRequest,
 Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
 
 
-def compact_json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# The streamed arguments' text, as a provider sends it; one encoder built once, not one per call.
+compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 class ScriptedModel:
