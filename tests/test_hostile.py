@@ -93,6 +93,11 @@ async def _source_that_stops_early():
     yield {"type": "start"}
 
 
+async def _source_yielding(*events):
+    for event in events:
+        yield event
+
+
 ANSWER = assistant_message([text("项目名是 tiny-pi。")], "stop", timestamp=0)
 STARTED = [{"type": "start"}, {"type": "text_delta", "contentIndex": 0, "delta": "项目"}]
 
@@ -113,6 +118,16 @@ BROKEN_MODELS = {
                                 "Model returned str instead of an assistant message"),
     "event_is_not_a_model_event": (lambda: RawStream([{"type": "start"}, 42], ANSWER),
                                    "Model stream failed: the stream yielded 42, which is not a model event"),
+    # The course's own stream class is not wrapped again: it checks what its source yields itself.
+    "own_stream_yields_a_non_event": (lambda: AssistantMessageEventStream(_source_yielding({"type": "start"}, 42)),
+                                      "Model stream failed: the stream yielded 42, which is not a model event"),
+    "own_stream_done_without_a_message": (
+        lambda: AssistantMessageEventStream(_source_yielding({"type": "done", "reason": "stop", "message": "hi"})),
+        "Model returned str instead of an assistant message"),
+    "own_stream_error_with_unknown_stop_reason": (
+        lambda: AssistantMessageEventStream(_source_yielding(
+            {"type": "error", "reason": "error", "error": {**ANSWER, "stopReason": "oops"}})),
+        "Model returned an unknown stopReason 'oops'"),
 }
 
 
@@ -333,7 +348,10 @@ async def test_cancelled_during_a_tool_batch(ch07):
         ("user", None), ("assistant", None), ("toolResult", "call-1")]
 
 
-async def test_cancellation_is_not_swallowed_by_a_tool_that_ignores_it(ch07):
+@pytest.mark.parametrize("batch", ["one_call", "two_calls"])
+async def test_cancellation_is_not_swallowed_by_a_tool_that_ignores_it(ch07, batch):
+    # One call runs in the loop's own task, two in a task group: either way the cancellation ends the run.
+    model = ScriptedModel([readme.first_answer(), readme.final_answer()]) if batch == "one_call" else two_reads()
     tool_waiting = asyncio.Event()
 
     async def stubborn(call, context):
@@ -343,12 +361,12 @@ async def test_cancellation_is_not_swallowed_by_a_tool_that_ignores_it(ch07):
         except asyncio.CancelledError:
             return tool_result(call, [text("I refuse to be cancelled")])
 
-    run = asyncio.create_task(run_loop(ch07, model=two_reads(), context=readme.context(), execute_tool_call=stubborn))
+    run = asyncio.create_task(run_loop(ch07, model=model, context=readme.context(), execute_tool_call=stubborn))
     await tool_waiting.wait()
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
-    assert other_tasks() == set()
+    assert (model.request_count, other_tasks()) == (1, set())  # the refusal did not reach a second request
 
 
 # --- tool input and output ------------------------------------------------------------------
