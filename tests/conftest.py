@@ -1,5 +1,7 @@
 """Shared by every chapter's tests: a deterministic clock, the run snapshot format, section keywords."""
 
+import gc
+
 import pytest
 
 from course.clock import StepClock, use_clock
@@ -7,9 +9,17 @@ from course.snapshot import RunSnapshotExtension
 
 
 def pytest_configure(config):
+    gc.disable()  # importing and collecting the test modules makes no garbage worth finding (see below)
     config.addinivalue_line(
         "markers", "section(name): the chapter section a scenario comes from; `pytest -k NAME` selects it"
     )
+
+
+def pytest_collection_finish(session):
+    # What collection built (modules, items, fixtures) lives until the end: freezing it keeps every
+    # later collection, pytest's own at exit included, to the objects the tests make.
+    gc.freeze()
+    gc.enable()
 
 
 def pytest_collection_modifyitems(items):
@@ -17,6 +27,9 @@ def pytest_collection_modifyitems(items):
     for item in items:
         for mark in item.iter_markers("section"):
             item.extra_keyword_matches.add(mark.args[0])
+    # The `course` command tests wait on child processes (started first, see below): they go last, so
+    # that the children run on the other core while every other test runs, instead of being waited for.
+    items.sort(key=lambda item: item.module.__name__ == "test_harness_cli")
 
 
 @pytest.fixture(autouse=True)
