@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import tempfile
 from pathlib import Path
 
-from course import check, grade, mutants, readme_example, snapshots, starter
-from course.clock import StepClock, use_clock
-from course.harness import load_checkpoint, run_loop
-from course.scripted import ScriptedModel
-from course.tools import Registry
+from course import check, grade, mutants, snapshots, starter
+
+# The demo's runtime (the loop, jsonschema) is imported when the demo runs: `course check` and the
+# other commands start a child pytest and should not pay for it first.
 
 # `course demo --workspace` without a DIR: a temporary workspace holding the chapter's README.md.
 TEMPORARY_WORKSPACE = ""
@@ -24,6 +22,13 @@ def demo(args: argparse.Namespace) -> int:
     The model is the scripted one, or a real one with --provider; the read tool is the chapter's
     in-memory stand-in, or chapter 08's workspace read tool with --workspace.
     """
+    import asyncio
+
+    from course import readme_example
+    from course.clock import StepClock, use_clock
+    from course.harness import load_checkpoint
+    from course.scripted import ScriptedModel
+
     with tempfile.TemporaryDirectory(prefix="tiny-pi-workspace-") as temporary:
         if args.workspace is None:
             read_tool, where = readme_example.memory_read_tool(), None
@@ -64,6 +69,10 @@ def demo(args: argparse.Namespace) -> int:
 
 
 async def _demo_run(model, read_tool):
+    from course import readme_example
+    from course.harness import load_checkpoint, run_loop
+    from course.tools import Registry
+
     return await run_loop(
         load_checkpoint("ch07_agent_loop"),
         model=model,
@@ -77,6 +86,8 @@ def real_model_run(args: argparse.Namespace, read_tool):
     if not args.model:
         print("course demo: --provider needs --model NAME", file=sys.stderr)
         return None
+    import asyncio
+
     try:
         from course.providers import AnthropicModel, OpenAIChatModel
         model_class = OpenAIChatModel if args.provider == "openai" else AnthropicModel
