@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
@@ -41,15 +43,39 @@ class Tool:
     validator: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        cls = validators.validator_for(self.parameters)
-        try:
-            cls.check_schema(self.parameters)
-        except schema_errors.SchemaError as error:
-            raise ValueError(f"Tool {self.name} has an invalid parameters schema: {error.message}") from None
-        self.validator = cls(self.parameters)  # built once per tool, not once per call
+        problem = schema_problem(self.parameters)
+        if problem is not None:
+            raise ValueError(f"Tool {self.name} has an invalid parameters schema: {problem}")
+        self.validator = validators.validator_for(self.parameters)(self.parameters)  # once per tool, not per call
 
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": copy.deepcopy(self.parameters)}
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why `schema` is not a valid JSON Schema, or None.
+
+    Checking a schema against its metaschema costs more than a millisecond, and a course makes the
+    same few tools over and over (each test, each run): the answer is kept per schema text.
+    """
+    try:
+        text = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return _schema_problem_of(schema)
+    return _schema_problem_of_text(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_problem_of_text(text: str) -> str | None:
+    return _schema_problem_of(json.loads(text))
+
+
+def _schema_problem_of(schema: Any) -> str | None:
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except schema_errors.SchemaError as error:
+        return error.message
+    return None
 
 
 class Registry:

@@ -120,8 +120,11 @@ def test_invalid_schema_is_refused_when_the_tool_is_made():
     async def execute(arguments, context):
         return {"content": []}
 
-    with pytest.raises(ValueError, match="invalid parameters schema"):
-        tool("bad", execute, parameters={"type": "no-such-type"})
+    for _ in range(2):  # the second time too: the check's answer is kept per schema, refusals included
+        with pytest.raises(ValueError, match="invalid parameters schema: 'no-such-type' is not valid"):
+            tool("bad", execute, parameters={"type": "no-such-type"})
+    with pytest.raises(ValueError, match="invalid parameters schema: nan is not of type 'integer'"):
+        tool("bad", execute, parameters={"type": "object", "minProperties": float("nan")})  # not JSON text
 
 
 @pytest.mark.section("工具执行")
