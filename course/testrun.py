@@ -147,9 +147,11 @@ def run_tests(
         report = Path(scratch) / "report.json"
         command = [*pytest_command([c.test_file for c in chapters], location, chain),
                    f"--course-report={report}", "-p", "no:cacheprovider", "-q", "--tb=line", *extra]
-        # Its own session, so a time limit kills whatever the student's code started as well.
+        # Its own process group, so a time limit kills whatever the student's code started as well.
+        # (A group, not a session: a new session is also a new scheduling group on Linux, which
+        # would take an equal share of the CPU from whoever runs `course`, whatever its nice value.)
         child = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, start_new_session=True)
+                                 text=True, process_group=0)
         try:
             stdout, stderr = child.communicate(timeout=timeout)
             exit_code = child.returncode
@@ -157,7 +159,7 @@ def run_tests(
             os.killpg(child.pid, signal.SIGKILL)
             stdout, stderr = child.communicate()
             exit_code = None
-        except BaseException:  # Ctrl-C reaches only this process: the child's session would live on
+        except BaseException:  # Ctrl-C reaches only this process: the child's group would live on
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
             raise

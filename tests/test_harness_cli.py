@@ -69,6 +69,12 @@ def write_module(directory: Path, source: str) -> Path:
 CHILD_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
+def lower_priority() -> None:
+    """Run in each child (and inherited by its pytest children): they yield the CPU to this session's
+    own tests, which keep a core instead of sharing both with a dozen children starting at once."""
+    os.nice(10)
+
+
 class Launched:
     """Child `course` processes started together; `result(name)` waits for one."""
 
@@ -80,14 +86,15 @@ class Launched:
         with (self.workspace / f"{name}.out").open("w") as out, (self.workspace / f"{name}.err").open("w") as err:
             self.children[name] = subprocess.Popen([sys.executable, "-m", "course", *args], cwd=cwd or self.workspace,
                                                    stdout=out, stderr=err, text=True, env=CHILD_ENV,
-                                                   start_new_session=True)  # stop() ends its pytest children too
+                                                   process_group=0, preexec_fn=lower_priority)
 
     def collect(self) -> None:
         """List chapter 07's scenarios (the counts the commands print are checked against it)."""
         with (self.workspace / "collect.out").open("w") as out:
             self.children["collect"] = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", LOOP.test_file],
-                cwd=ROOT, stdout=out, stderr=subprocess.DEVNULL, text=True, env=CHILD_ENV, start_new_session=True)
+                cwd=ROOT, stdout=out, stderr=subprocess.DEVNULL, text=True, env=CHILD_ENV,
+                process_group=0, preexec_fn=lower_priority)
 
     @property
     def scenarios(self) -> list[str]:
