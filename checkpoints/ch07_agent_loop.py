@@ -111,7 +111,9 @@ async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:
 
     # The caller's messages stay as they were: everything this run adds goes into a deep copy.
     messages: list[Message] = copy.deepcopy(options.context["messages"])
-    execute: ToolExecutor = options.execute_tool_call or (
+    # The chapter 06 executor answers every call with a well-formed JSON result (its own tests hold
+    # it to that); what an injected executor returns is checked before the transcript keeps it.
+    execute: ToolExecutor = checked(options.execute_tool_call) if options.execute_tool_call else (
         lambda call, context: execute_core_tool_call(call, options.tools, context)
     )
 
@@ -238,15 +240,21 @@ async def execute_one(
         result = await execute(call, ToolExecutionContext(signal=signal, report_progress=report_progress))
     except Exception as exc:  # one failing executor must not lose its siblings' results
         result = error_result(call, str(exc) or type(exc).__name__)
-    else:
-        problem = result_problem(call, result)
-        if problem is not None:
-            result = error_result(call, problem)
     running = False
     if observer_errors:
         raise observer_errors[0]
     emit({"type": "tool_end", "result": result})
     return result
+
+
+def checked(execute: ToolExecutor) -> ToolExecutor:
+    """`execute`, with whatever it answers that cannot stand in the transcript replaced by an error result."""
+    async def execute_checked(call: ToolCall, context: ToolExecutionContext) -> ToolResultMessage:
+        result = await execute(call, context)
+        problem = result_problem(call, result)
+        return result if problem is None else error_result(call, problem)
+
+    return execute_checked
 
 
 def result_problem(call: ToolCall, result: object) -> str | None:
