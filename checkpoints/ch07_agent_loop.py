@@ -113,7 +113,7 @@ async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:
     messages: list[Message] = copy.deepcopy(options.context["messages"])
     # The chapter 06 executor answers every call with a well-formed JSON result (its own tests hold
     # it to that); what an injected executor returns is checked before the transcript keeps it.
-    execute: ToolExecutor = checked(options.execute_tool_call) if options.execute_tool_call else (
+    execute: ToolExecutor = checked(options.execute_tool_call) if options.execute_tool_call is not None else (
         lambda call, context: execute_core_tool_call(call, options.tools, context)
     )
 
