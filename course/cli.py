@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -136,10 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # a reader that went away shows here, where it is handled, not at exit
+        return code
     except LookupError as unknown:  # e.g. a chapter number the manifest does not list
         print(f"course: {unknown.args[0]}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `course status | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail
+        return 1
 
 
 if __name__ == "__main__":

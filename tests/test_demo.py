@@ -4,6 +4,9 @@ The demo runs whatever implementation is selected (a student's loop too), so the
 command's, not a chapter's: they are not selected by `-k ch07` or `-k ch08`.
 """
 
+import subprocess
+import sys
+
 from course import cli
 
 
@@ -40,3 +43,11 @@ def test_demo_refuses_a_missing_directory(tmp_path, capsys):
     """A directory that does not exist is a usage error (exit 2), not a traceback."""
     assert cli.main(["demo", "--workspace", str(tmp_path / "nope")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`course | head`: a closed pipe ends the command with exit 1 and no traceback."""
+    child = subprocess.Popen([sys.executable, "-m", "course"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # the reader is gone before the command writes anything
+    _, stderr = child.communicate(timeout=60)
+    assert (child.returncode, stderr.decode()) == (1, "")
