@@ -27,35 +27,29 @@ REFERENCE_LOOP = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding
 GRADE_TIMEOUT = 12  # seconds per submission; the hanging one is killed after this
 
 
-def variant(*changes: tuple[str, str]) -> str:
-    """The reference loop with a few lines changed: a deliberately wrong student implementation."""
-    source = REFERENCE_LOOP
-    for old, new in changes:
-        assert source.count(old) == 1
-        source = source.replace(old, new)
-    return source
+def variant(find: str, replace: str, *also: tuple[str, str]) -> str:
+    """The reference loop with a deliberate mistake, written as the mutation gallery writes one."""
+    return mutants.Mutant("harness-test", "", "", find, replace, also).source(REFERENCE_LOOP)
 
 
-# Executes the tools of a `length` answer as if it were `toolUse`.
-TOOLS_ON_LENGTH = variant(('if assistant["stopReason"] != "toolUse":',
-                           'if assistant["stopReason"] not in ("toolUse", "length"):'))
-_GROUP = """        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]
-"""
+# Executes the tools of a `length` answer as if it were `toolUse`: the gallery's own mistake.
+TOOLS_ON_LENGTH = next(m for m in mutants.variants(LOOP) if m.name == "length-executes-tools").source(REFERENCE_LOOP)
 # Never finishes a tool batch: the first scenario with a tool call hangs until grading kills it.
-HANGING_TOOLS = variant(('emit({"type": "tool_start", "call": call})', "await asyncio.Event().wait()"))
+HANGING_TOOLS = variant('emit({"type": "tool_start", "call": call})', "await asyncio.Event().wait()")
 # Keeps results in the order the tasks began: right under asyncio's own order, wrong under another.
-RESULTS_IN_START_ORDER = variant((_GROUP, """        started = []
-
-        async def run(call):
-            slot = {}
-            started.append(slot)
-            slot["result"] = await execute_one(call, execute, signal, emit_keeping_results)
-
-        async with asyncio.TaskGroup() as group:
-            for call in calls:
-                group.create_task(run(call))
-"""), ("    return [task.result() for task in tasks]", '    return [slot["result"] for slot in started]'))
+RESULTS_IN_START_ORDER = variant(
+    "async with asyncio.TaskGroup() as group:\n"
+    "            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]",
+    "started = []\n"
+    "async def run(call):\n"
+    "    slot = {}\n"
+    "    started.append(slot)\n"
+    "    slot['result'] = await execute_one(call, execute, signal, emit_keeping_results)\n"
+    "async with asyncio.TaskGroup() as group:\n"
+    "    for call in calls:\n"
+    "        group.create_task(run(call))",
+    ("return [task.result() for task in tasks]", "return [slot['result'] for slot in started]"),
+)
 
 
 def write_module(directory: Path, source: str) -> Path:
