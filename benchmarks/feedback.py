@@ -38,13 +38,24 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# What would make the timed runs something other than the course's own suite on the reference:
+# no bytecode caches, a student's implementation, or the long (or a seeded) property profile.
+NOT_PASSED_ON = ("PYTHONDONTWRITEBYTECODE", "TINY_PI_IMPL", "TINY_PI_IMPL_CHAIN",
+                 "TINY_PI_HYPOTHESIS_PROFILE", "TINY_PI_HYPOTHESIS_SEED")
+
+
+def feedback_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The timed pytest runs' environment: the caller's, without NOT_PASSED_ON."""
+    return {name: value for name, value in environ.items() if name not in NOT_PASSED_ON}
+
+
 def time_pytest(args: list[str], repeat: int) -> PytestRun:
     """Median time of `python -m pytest ARGS`, after one untimed run that writes the bytecode caches.
 
     The caches are written even where PYTHONDONTWRITEBYTECODE is set, as on a student's usual machine;
     without them every run recompiles pytest and rewrites the test modules' assertions.
     """
-    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    env = feedback_environment(os.environ)
     command = [sys.executable, "-m", "pytest", *args]
 
     def once() -> tuple[Elapsed, subprocess.CompletedProcess]:

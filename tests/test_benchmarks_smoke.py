@@ -7,9 +7,11 @@ import asyncio
 
 import pytest
 
+from benchmarks.feedback import feedback_environment
 from benchmarks.peers import Peer, PeerReport, PeerSize, Progress, measure_peer, predicted_seconds
 from benchmarks.run import BenchmarkOptions, build_parser, measure, render
 from benchmarks.workloads import Elapsed, WorkloadError, peak_memory, run_batch, run_steps, step_script
+from course.impl import CHAIN_ENV, IMPL_ENV
 from course.invariants import check_pairing
 
 
@@ -109,3 +111,11 @@ def test_command_line_refuses_unknown_peers_and_accepts_none(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--peers", "langchain"])
     assert "unknown peer langchain" in capsys.readouterr().err
+
+
+def test_the_timed_pytest_runs_are_the_course_suite_on_the_reference():
+    from generated_runs import PROFILE_ENV, SEED_ENV  # here, not at the top: it imports Hypothesis
+
+    caller = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1", IMPL_ENV: "student", CHAIN_ENV: "1",
+              PROFILE_ENV: "long", SEED_ENV: "7"}
+    assert feedback_environment(caller) == {"PATH": "/bin"}
