@@ -94,7 +94,7 @@ class AssistantMessageEventStream:
                 event = error_event("error", problem)
             self._final = event["message" if event["type"] == "done" else "error"]
         elif not isinstance(kind, str):
-            event = error_event("error", f"Model stream failed: {not_an_event(event)}")
+            event = stream_failed(not_an_event(event))
             self._final = event["error"]
         self._queue.append(event)
         if self._wakeup is not None and not self._wakeup.done():
@@ -170,6 +170,10 @@ def not_an_event(event: object) -> str:
     return f"the stream yielded {event!r:.80}, which is not a model event"
 
 
+def stream_failed(why: str) -> ErrorEvent:
+    return error_event("error", f"Model stream failed: {why}")
+
+
 def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> AssistantMessageEventStream:
     """Hold a provider to the stream contract whatever it does.
 
@@ -182,7 +186,7 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
         stream = open_stream()
     except Exception as exc:
         failed = AssistantMessageEventStream()
-        failed.push(error_event("error", f"Model stream failed: {str(exc) or type(exc).__name__}"))
+        failed.push(stream_failed(str(exc) or type(exc).__name__))
         return failed
     if type(stream) is AssistantMessageEventStream:
         return stream  # checks every event itself (push) and never raises: no second layer needed
@@ -190,24 +194,26 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
 
 
 async def _checked_events(stream: object) -> AsyncIterator[ModelEvent]:
-    """Any other object that claims to be a stream: its `result()` is the answer, whatever it yielded."""
+    """Any other object that claims to be a stream: its `result()` is the answer, whatever it yielded.
+
+    What this yields goes through `push`, which checks each event and the final message.
+    """
     try:
         terminal = None
         async for event in stream:
             if isinstance(event, dict) and event.get("type") in ("done", "error"):
                 terminal = event
                 break
-            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-                raise TypeError(not_an_event(event))
             yield event
         message = await stream.result()
     except Exception as exc:
-        yield error_event("error", f"Model stream failed: {str(exc) or type(exc).__name__}")
+        yield stream_failed(str(exc) or type(exc).__name__)
         return
     if terminal is not None and (terminal.get("message") or terminal.get("error")) is message:
-        yield terminal  # push checks the message
-    elif assistant_problem(message) is None and message["stopReason"] in ("error", "aborted"):
-        yield {"type": "error", "reason": message["stopReason"], "error": message}
+        yield terminal
+        return
+    reason = message.get("stopReason") if isinstance(message, dict) else None
+    if reason in ("error", "aborted"):
+        yield {"type": "error", "reason": reason, "error": message}
     else:
-        yield {"type": "done", "reason": message.get("stopReason") if isinstance(message, dict) else None,
-               "message": message}  # push turns a malformed message into an error event
+        yield {"type": "done", "reason": reason, "message": message}
