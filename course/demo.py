@@ -1,0 +1,95 @@
+"""`course demo` (and plain `course`): the chapter 07 README round trip, printed as the chapter writes it.
+
+Imported only when the demo runs (see course.cli): the loop and jsonschema are what it needs and
+the other commands do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from course import readme_example
+from course.clock import StepClock, use_clock
+from course.harness import load_checkpoint, run_loop
+from course.scripted import ScriptedModel
+from course.tools import Registry
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the README round trip and print what happened.
+
+    The model is the scripted one, or a real one with --provider; the read tool is the chapter's
+    in-memory stand-in, or chapter 08's workspace read tool with --workspace.
+    """
+    with tempfile.TemporaryDirectory(prefix="tiny-pi-workspace-") as temporary:
+        if args.workspace is None:
+            read_tool, where = readme_example.memory_read_tool(), None
+        else:
+            root = args.workspace or temporary
+            if root == temporary:
+                Path(root, "README.md").write_text(readme_example.README + "\n", encoding="utf-8")
+            try:
+                read_tool = load_checkpoint("ch08_workspace_read").create_read_tool(root)
+            except ValueError as error:
+                print(f"course: {error}", file=sys.stderr)
+                return 2
+            where = "a temporary workspace holding README.md" if root == temporary else root
+
+        if args.provider is None:
+            # With the real read tool the final answer is computed from what the tool returned.
+            final = readme_example.final_answer() if where is None else readme_example.answer_from_read_result
+            with use_clock(StepClock()):
+                run = asyncio.run(_demo_run(ScriptedModel([readme_example.first_answer(), final]), read_tool))
+            on = "the scripted model"
+        else:
+            run = real_model_run(args, read_tool)
+            if run is None:
+                return 2
+            on = f"{args.provider} model {args.model}"
+
+    if where is None:
+        print(f"Chapter 07 — README round trip on {on}\n")
+    else:
+        print(f"Chapter 08 — README round trip on {on} with the workspace read tool on {where}\n")
+    print(run.render() if args.json else run.render().split("\n## messages")[0], end="")
+    if args.provider is not None:
+        error = run.messages[-1].get("errorMessage")
+        if error:
+            print(f"\nThe model request failed: {error}", file=sys.stderr)
+        return 0 if not run.problems and run.reason == "stop" else 1
+    return 0 if not run.problems else 1
+
+
+async def _demo_run(model, read_tool):
+    return await run_loop(
+        load_checkpoint("ch07_agent_loop"),
+        model=model,
+        context=readme_example.context(),
+        tools=Registry([read_tool]),
+    )
+
+
+def real_model_run(args: argparse.Namespace, read_tool):
+    """The round trip on a real model: `--provider openai|anthropic --model NAME [--base-url URL]`."""
+    if not args.model:
+        print("course demo: --provider needs --model NAME", file=sys.stderr)
+        return None
+    try:
+        from course.providers import AnthropicModel, OpenAIChatModel
+        model_class = OpenAIChatModel if args.provider == "openai" else AnthropicModel
+        model = model_class(args.model, base_url=args.base_url, record_requests=True)
+    except ImportError as exc:  # the providers extra is not installed
+        print(f"course demo: {exc}", file=sys.stderr)
+        return None
+
+    async def run_and_close():
+        try:
+            return await _demo_run(model, read_tool)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(run_and_close())
