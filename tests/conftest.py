@@ -7,6 +7,9 @@ import pytest
 from course.clock import StepClock, use_clock
 from course.snapshot import RunSnapshotExtension
 
+# The `course` command tests: they wait on child processes, which start before the first test.
+HARNESS_MODULE = "test_harness_cli"
+
 
 def pytest_configure(config):
     gc.disable()  # importing and collecting the test modules makes no garbage worth finding (see below)
@@ -29,7 +32,7 @@ def pytest_collection_modifyitems(items):
             item.extra_keyword_matches.add(mark.args[0])
     # The `course` command tests wait on child processes (started first, see below): they go last, so
     # that the children run on the other core while every other test runs, instead of being waited for.
-    items.sort(key=lambda item: item.module.__name__ == "test_harness_cli")
+    items.sort(key=lambda item: item.module.__name__ == HARNESS_MODULE)
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +52,7 @@ def harness_commands_start_early(request, tmp_path_factory):
     """The `course` command tests wait on child processes; when they are selected, start those
     children before the first test, so that they run while the other modules do."""
     module = next((item.module for item in request.session.items
-                   if item.module.__name__ == "test_harness_cli"), None)
+                   if item.module.__name__ == HARNESS_MODULE), None)
     launched = module.launch(tmp_path_factory) if module is not None else None
     yield
     if launched is not None:

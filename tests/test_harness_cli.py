@@ -79,17 +79,19 @@ class Launched:
     def start(self, name: str, *args: str, cwd: Path | None = None, yielding: bool = True) -> None:
         """Start `course ARGS`; `yielding=False` for a command whose time limits must not be starved."""
         with (self.workspace / f"{name}.out").open("w") as out, (self.workspace / f"{name}.err").open("w") as err:
-            self.children[name] = subprocess.Popen([sys.executable, "-m", "course", *args], cwd=cwd or self.workspace,
-                                                   stdout=out, stderr=err, text=True, env=CHILD_ENV, process_group=0,
-                                                   preexec_fn=lower_priority if yielding else None)
+            self._spawn(name, ["-m", "course", *args], cwd or self.workspace, out, err, yielding)
 
     def collect(self) -> None:
         """List chapter 07's scenarios (the counts the commands print are checked against it)."""
         with (self.workspace / "collect.out").open("w") as out:
-            self.children["collect"] = subprocess.Popen(
-                [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", LOOP.test_file],
-                cwd=ROOT, stdout=out, stderr=subprocess.DEVNULL, text=True, env=CHILD_ENV,
-                process_group=0, preexec_fn=lower_priority)
+            self._spawn("collect", ["-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", LOOP.test_file],
+                        ROOT, out, subprocess.DEVNULL, yielding=True)
+
+    def _spawn(self, name: str, args: list[str], cwd: Path, out, err, yielding: bool) -> None:
+        # A process group of its own (stop() kills it), in this session's scheduling group (see lower_priority).
+        self.children[name] = subprocess.Popen([sys.executable, *args], cwd=cwd, stdout=out, stderr=err, text=True,
+                                               env=CHILD_ENV, process_group=0,
+                                               preexec_fn=lower_priority if yielding else None)
 
     @property
     def scenarios(self) -> list[str]:
