@@ -89,10 +89,6 @@ def raise_on_open():
     raise ConnectionError("connection refused")
 
 
-async def _source_that_stops_early():
-    yield {"type": "start"}
-
-
 async def _source_yielding(*events):
     for event in events:
         yield event
@@ -107,7 +103,7 @@ BROKEN_MODELS = {
     "stream_returns_no_stream": (lambda: None, "Model stream failed: 'async for' requires an object with __aiter__"),
     "iteration_raises": (lambda: RawStream([*STARTED, ConnectionError("connection reset")], ANSWER),
                          "Model stream failed: connection reset"),
-    "ends_without_done": (lambda: AssistantMessageEventStream(_source_that_stops_early()),
+    "ends_without_done": (lambda: AssistantMessageEventStream(_source_yielding({"type": "start"})),
                           "Model stream ended without a done or error event"),
     "ends_without_done_and_no_result": (lambda: RawStream(STARTED, RuntimeError("no final message")),
                                         "Model stream failed: no final message"),
