@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.workloads import Elapsed, median
-from course import impl
+from course.recorder import impl
 
 ROOT = Path(__file__).resolve().parents[1]
 

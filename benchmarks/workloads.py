@@ -14,9 +14,9 @@ import tracemalloc
 from dataclasses import dataclass
 
 from checkpoints.ch07_agent_loop import AgentLoopOptions, run_agent_loop
-from course.messages import Message, assistant_message, text, tool_call, user_message
-from course.scripted import ScriptedModel
-from course.tools import Registry, Tool, ToolExecutionContext
+from course.runtime.messages import Message, assistant_message, text, tool_call, user_message
+from course.runtime.scripted import ScriptedModel
+from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
 SYSTEM_PROMPT = "You are a benchmark."
 NO_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": False}

@@ -10,8 +10,8 @@ import copy
 
 from jsonschema.exceptions import best_match
 
-from course.messages import ToolCall, ToolResultMessage, strict_json, tool_result
-from course.tools import Registry, ToolExecutionContext, error_result
+from course.runtime.messages import ToolCall, ToolResultMessage, strict_json, tool_result
+from course.runtime.tools import Registry, ToolExecutionContext, error_result
 
 
 async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExecutionContext) -> ToolResultMessage:

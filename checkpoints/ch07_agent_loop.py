@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from checkpoints.ch06_tool_execution import execute_tool_call as execute_core_tool_call
-from course.abort import AbortSignal
-from course.messages import (
+from course.runtime.abort import AbortSignal
+from course.runtime.messages import (
     AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, strict_json, tool_calls,
 )
-from course.stream import Model, ModelEvent, guard_stream
-from course.tools import Registry, ToolExecutionContext, error_result
+from course.runtime.stream import Model, ModelEvent, guard_stream
+from course.runtime.tools import Registry, ToolExecutionContext, error_result
 
 FinishReason = Literal["stop", "length", "error", "aborted", "maxSteps"]
 ToolExecutor = Callable[[ToolCall, ToolExecutionContext], Awaitable[ToolResultMessage]]

@@ -39,8 +39,8 @@ import stat
 from collections import deque
 from dataclasses import dataclass, field
 
-from course.messages import text
-from course.tools import Tool, ToolExecutionContext, ToolOutput
+from course.runtime.messages import text
+from course.runtime.tools import Tool, ToolExecutionContext, ToolOutput
 
 DEFAULT_MAX_LINES = 2000
 DEFAULT_MAX_BYTES = 50 * 1024

@@ -1,5 +1,5 @@
 import sys
 
-from course.cli import main
+from course.judge.cli import main
 
 sys.exit(main())

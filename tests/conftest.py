@@ -4,8 +4,8 @@ import gc
 
 import pytest
 
-from course.clock import StepClock, use_clock
-from course.snapshot import RunSnapshotExtension
+from course.runtime.clock import StepClock, use_clock
+from course.judge.snapshot import RunSnapshotExtension
 
 # The `course` command tests: they wait on child processes, which start before the first test.
 HARNESS_MODULE = "test_harness_cli"

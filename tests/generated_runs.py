@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 
-from course.abort import AbortController
-from course.clock import StepClock, use_clock
-from course.harness import Run, load_checkpoint, run_loop
-from course.invariants import check_run
-from course.messages import assistant_message, text, tool_call, tool_result
-from course.scripted import ScriptedModel
-from course.tools import Registry, Tool
+from course.runtime.abort import AbortController
+from course.runtime.clock import StepClock, use_clock
+from course.recorder.harness import Run, load_checkpoint, run_loop
+from course.judge.invariants import check_run
+from course.runtime.messages import assistant_message, text, tool_call, tool_result
+from course.runtime.scripted import ScriptedModel
+from course.runtime.tools import Registry, Tool
 
 PROFILE_ENV = "TINY_PI_HYPOTHESIS_PROFILE"
 SEED_ENV = "TINY_PI_HYPOTHESIS_SEED"

@@ -24,9 +24,9 @@ from typing import Literal
 import pytest
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
-from course import readme_example as readme
-from course.messages import assistant_message, text, tool_call, tool_result, user_message
-from course.tools import Registry, error_result
+from course.runtime import readme_example as readme
+from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
+from course.runtime.tools import Registry, error_result
 
 WIRE = Path(__file__).parent / "wire"
 HOLD_LIMIT = 5.0  # seconds a held connection waits for the client before the server gives up on it
@@ -51,10 +51,10 @@ def tls_context():
 def make_model(provider: str, server: LoopbackServer, **options):
     """A provider model talking to `server`, with no retries, a short timeout and requests recorded."""
     if provider == "openai":
-        from course.providers import OpenAIChatModel as model_class
+        from course.runtime.providers import OpenAIChatModel as model_class
         base_url = f"{server.url}/v1"
     else:
-        from course.providers import AnthropicModel as model_class
+        from course.runtime.providers import AnthropicModel as model_class
         base_url = server.url
     # trust_env=False: a proxy set in the environment must not carry loopback traffic off the machine.
     http_client = importlib.import_module(provider).DefaultAsyncHttpxClient(verify=tls_context(), trust_env=False)

@@ -11,8 +11,8 @@ from benchmarks.feedback import feedback_environment
 from benchmarks.peers import Peer, PeerReport, PeerSize, Progress, measure_peer, predicted_seconds
 from benchmarks.run import BenchmarkOptions, build_parser, measure, render
 from benchmarks.workloads import Elapsed, WorkloadError, peak_memory, run_batch, run_steps, step_script
-from course.impl import CHAIN_ENV, IMPL_ENV
-from course.invariants import check_pairing
+from course.recorder.impl import CHAIN_ENV, IMPL_ENV
+from course.judge.invariants import check_pairing
 
 
 @pytest.mark.asyncio

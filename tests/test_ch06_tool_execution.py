@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from course import readme_example as readme
-from course.harness import load_checkpoint
-from course.messages import text, tool_call
-from course.tools import Registry, Tool, ToolExecutionContext
+from course.runtime import readme_example as readme
+from course.recorder.harness import load_checkpoint
+from course.runtime.messages import text, tool_call
+from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
 @pytest.fixture
 def ch06():

@@ -4,12 +4,12 @@ import asyncio
 
 import pytest
 
-from course import readme_example as readme
-from course.abort import AbortController
-from course.harness import load_checkpoint, run_loop
-from course.messages import assistant_message, text, tool_call, tool_result, user_message
-from course.scripted import ScriptedModel
-from course.tools import Registry, Tool
+from course.runtime import readme_example as readme
+from course.runtime.abort import AbortController
+from course.recorder.harness import load_checkpoint, run_loop
+from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
+from course.runtime.scripted import ScriptedModel
+from course.runtime.tools import Registry, Tool
 
 pytestmark = pytest.mark.asyncio
 

@@ -16,12 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from course import readme_example as readme
-from course.abort import AbortController
-from course.harness import load_checkpoint, load_prerequisite, run_loop
-from course.messages import assistant_message, text, tool_call, user_message
-from course.scripted import ScriptedModel
-from course.tools import Registry, ToolExecutionContext
+from course.runtime import readme_example as readme
+from course.runtime.abort import AbortController
+from course.recorder.harness import load_checkpoint, load_prerequisite, run_loop
+from course.runtime.messages import assistant_message, text, tool_call, user_message
+from course.runtime.scripted import ScriptedModel
+from course.runtime.tools import Registry, ToolExecutionContext
 
 SECRET = "TOP SECRET: the launch codes"
 

@@ -7,7 +7,7 @@ command's, not a chapter's: they are not selected by `-k ch07` or `-k ch08`.
 import subprocess
 import sys
 
-from course import cli
+from course.judge import cli
 
 
 def test_plain_course_prints_the_readme_round_trip(capsys):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from course import check, cli, mutants, starter
+from course.judge import check, cli, mutants, starter
 from course.manifest import CHAPTERS, find_chapter
-from course.testrun import PytestRun, Scenario
+from course.judge.testrun import PytestRun, Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = find_chapter("07")
@@ -217,7 +217,7 @@ def test_a_fresh_starter_fails_every_chapter_and_is_never_overwritten(runs, caps
     code, out, _ = runs.result("starter")
     assert code == 1
     rows = [line.split() for line in out.splitlines() if line[:2] in ("06", "07")]
-    # Only the two chapter 06 tests of course.tools itself pass without the student's code.
+    # Only the two chapter 06 tests of course.runtime.tools itself pass without the student's code.
     assert [row[:3] for row in rows] == [["06", "yours", "工具执行"], ["07", "yours", "纯文本"],
                                          ["07", "yours", "单工具往返"], ["07", "yours", "非执行终态"],
                                          ["07", "yours", "并发工具"], ["07", "yours", "取消与上限"]]

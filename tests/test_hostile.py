@@ -13,12 +13,12 @@ import gc
 import pytest
 import pytest_asyncio
 
-from course import readme_example as readme
-from course.harness import load_checkpoint, run_loop
-from course.messages import assistant_message, text, tool_call, tool_result
-from course.scripted import ScriptedModel
-from course.stream import AssistantMessageEventStream
-from course.tools import Registry, Tool
+from course.runtime import readme_example as readme
+from course.recorder.harness import load_checkpoint, run_loop
+from course.runtime.messages import assistant_message, text, tool_call, tool_result
+from course.runtime.scripted import ScriptedModel
+from course.runtime.stream import AssistantMessageEventStream
+from course.runtime.tools import Registry, Tool
 
 pytestmark = pytest.mark.asyncio
 

@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from course.invariants import check_pairing, check_run
-from course.messages import assistant_message, text, tool_call, tool_result, user_message
+from course.judge.invariants import check_pairing, check_run
+from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
 
 SYSTEM = "You are tiny-pi."
 DEFINITIONS = [{"name": "read", "description": "Read a file.", "parameters": {"type": "object"}}]

@@ -15,9 +15,9 @@ import types
 
 import pytest
 
-from course import mutants
-from course import starter as course_starter
-from course.cli import main
+from course.judge import mutants
+from course.judge import starter as course_starter
+from course.judge.cli import main
 from course.manifest import CHAPTERS, find_chapter
 
 VARIANTS = [pytest.param(c, v, id=f"{c.number}-{v.name}") for c in CHAPTERS for v in mutants.variants(c)]

@@ -7,13 +7,13 @@ import pytest
 import pytest_asyncio
 from loopback import LoopbackServer, Reply, collect, make_model, readme_request, recorded, skip_without
 
-from course import cli
-from course import readme_example as readme
-from course.abort import AbortController
-from course.harness import load_prerequisite, run_loop
-from course.messages import text, user_message
-from course.providers.streaming import parse_arguments
-from course.tools import Registry
+from course.judge import cli
+from course.runtime import readme_example as readme
+from course.runtime.abort import AbortController
+from course.recorder.harness import load_prerequisite, run_loop
+from course.runtime.messages import text, user_message
+from course.runtime.providers.streaming import parse_arguments
+from course.runtime.tools import Registry
 
 PROVIDERS = [pytest.param("openai", marks=skip_without("openai")),
              pytest.param("anthropic", marks=skip_without("anthropic"))]

@@ -13,10 +13,10 @@ from loopback import (LoopbackServer, Reply, answer, make_model, readme_request,
                       skip_without, transcript_of_every_kind)
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
-from course import readme_example as readme
-from course.messages import text, tool_call
-from course.providers.openai_chat import ChunkReader, chat_request
-from course.providers.streaming import Draft
+from course.runtime import readme_example as readme
+from course.runtime.messages import text, tool_call
+from course.runtime.providers.openai_chat import ChunkReader, chat_request
+from course.runtime.providers.streaming import Draft
 
 SYSTEM = readme.SYSTEM_PROMPT  # what request_with sends
 TRUNCATED, _ = NOT_EXECUTED["length"]

@@ -1,7 +1,7 @@
 """The harness's own notation: rendering, and the first divergence a failing snapshot reports."""
 
-from course.snapshot import RunSnapshotExtension
-from course.timeline import event_line, first_divergence, render_run
+from course.judge.snapshot import RunSnapshotExtension
+from course.judge.timeline import event_line, first_divergence, render_run
 
 EXPECTED = render_run(
     events=[{"type": "tool_start", "call": {"id": "call-1"}}, {"type": "turn_end", "reason": "stop", "steps": 1}],

@@ -14,7 +14,7 @@ import ast
 import importlib.util
 from pathlib import Path
 
-from course.impl import REFERENCE_PACKAGE
+from course.recorder.impl import REFERENCE_PACKAGE
 from course.manifest import Chapter, find_chapter
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

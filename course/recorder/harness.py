@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from course.impl import load_checkpoint, load_prerequisite  # noqa: F401  (tests and the CLI import them from here)
-from course.invariants import check_run
-from course.timeline import render_run
-from course.tools import Registry
+from course.recorder.impl import load_checkpoint, load_prerequisite  # noqa: F401  (tests and the CLI import them from here)
+from course.judge.invariants import check_run
+from course.judge.timeline import render_run
+from course.runtime.tools import Registry
 
 
 @dataclass

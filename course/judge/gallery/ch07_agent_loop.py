@@ -1,6 +1,6 @@
 """Chapter 07's known mistakes: each patches one essential line of checkpoints/ch07_agent_loop.py."""
 
-from course.mutants import Mutant
+from course.judge.mutants import Mutant
 
 MUTANTS = [
     # 纯文本 stop / 第一次 model.stream() 追加 assistant 消息

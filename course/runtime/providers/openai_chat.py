@@ -9,9 +9,9 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-from course.messages import Message
-from course.providers.streaming import Draft, SDKModel, sdk
-from course.stream import ModelEvent, ModelRequest
+from course.runtime.messages import Message
+from course.runtime.providers.streaming import Draft, SDKModel, sdk
+from course.runtime.stream import ModelEvent, ModelRequest
 
 # finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
 FINISH_REASONS = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import checkpoints
-from course import starter
+from course.judge import starter
 from course.manifest import CHAPTERS, Chapter, find_chapter
 
 REPO = Path(checkpoints.__file__).resolve().parent.parent
@@ -98,8 +98,8 @@ def reference_source(chapter: Chapter) -> str:
 
 
 def variants(chapter: Chapter) -> list[Mutant | Starter]:
-    """The starter first, then the chapter's gallery (`course/gallery/<module>.py`, its MUTANTS)."""
-    gallery = importlib.import_module(f"course.gallery.{chapter.module}")
+    """The starter first, then the chapter's gallery (`course/judge/gallery/<module>.py`, its MUTANTS)."""
+    gallery = importlib.import_module(f"course.judge.gallery.{chapter.module}")
     return [Starter(chapter), *gallery.MUTANTS]
 
 
@@ -198,7 +198,7 @@ class _Worker:
     def __init__(self, queue: list[list[str]], selection: Selection, out_file: Path, timeout: float) -> None:
         self.queue, self.out_file, self.timeout = list(queue), out_file, timeout
         job = json.dumps({"queue": self.queue, "deselect": list(selection.deselect), "keyword": selection.keyword})
-        command = [sys.executable, "-c", "from course.mutants import _worker; _worker()", job, str(out_file)]
+        command = [sys.executable, "-c", "from course.judge.mutants import _worker; _worker()", job, str(out_file)]
         self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
         self.reported = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, NotRequired, TypedDict
 
-from course.clock import now
+from course.runtime.clock import now
 
 StopReason = Literal["stop", "toolUse", "length", "error", "aborted"]
 

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.manifest import CHAPTERS, Chapter, find_chapter
-from course.testrun import course_root, run_tests
-from course.timeline import first_divergence
+from course.judge.testrun import course_root, run_tests
+from course.judge.timeline import first_divergence
 
 
 def _chapters(number: str | None) -> list[Chapter]:

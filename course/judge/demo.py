@@ -1,6 +1,6 @@
 """`course demo` (and plain `course`): the chapter 07 README round trip, printed as the chapter writes it.
 
-Imported only when the demo runs (see course.cli): the loop and jsonschema are what it needs and
+Imported only when the demo runs (see course.judge.cli): the loop and jsonschema are what it needs and
 the other commands do not.
 """
 
@@ -12,11 +12,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import readme_example
-from course.clock import StepClock, use_clock
-from course.harness import load_checkpoint, run_loop
-from course.scripted import ScriptedModel
-from course.tools import Registry
+from course.runtime import readme_example
+from course.runtime.clock import StepClock, use_clock
+from course.recorder.harness import load_checkpoint, run_loop
+from course.runtime.scripted import ScriptedModel
+from course.runtime.tools import Registry
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +79,7 @@ def real_model_run(args: argparse.Namespace, read_tool):
         print("course demo: --provider needs --model NAME", file=sys.stderr)
         return None
     try:
-        from course.providers import AnthropicModel, OpenAIChatModel
+        from course.runtime.providers import AnthropicModel, OpenAIChatModel
         model_class = OpenAIChatModel if args.provider == "openai" else AnthropicModel
         model = model_class(args.model, base_url=args.base_url, record_requests=True)
     except ImportError as exc:  # the providers extra is not installed

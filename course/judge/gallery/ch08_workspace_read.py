@@ -4,7 +4,7 @@
 Left out: opening the file without O_NONBLOCK. Only the FIFO swapped in mid-read would catch it, and
 only by blocking until the test's 5-second watchdog opens the FIFO's other end, on every gate run."""
 
-from course.mutants import Mutant
+from course.judge.mutants import Mutant
 
 MUTANTS = [
     # 越界: paths and links that lead out of the workspace

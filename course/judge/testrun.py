@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import impl
+from course.recorder import impl
 from course.manifest import CHAPTERS, Chapter
 
 EXIT_MEANING = {
@@ -33,7 +33,7 @@ EXIT_MEANING = {
 def course_root() -> Path:
     """The course's directory (holding `tests/`): the current directory if it is one, else the
     clone this package was installed from."""
-    for candidate in (Path.cwd(), Path(__file__).resolve().parent.parent):
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[2]):
         if (candidate / CHAPTERS[0].test_file).is_file():
             return candidate
     raise SystemExit("course: cannot find the course's tests/ directory; run this inside your clone of the course")

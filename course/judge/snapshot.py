@@ -11,7 +11,7 @@ from typing import Any
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from course.timeline import first_divergence
+from course.judge.timeline import first_divergence
 
 
 class RunSnapshotExtension(SingleFileSnapshotExtension):

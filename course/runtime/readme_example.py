@@ -5,8 +5,8 @@ The read tool here is the chapter's in-memory stand-in (chapter 08 builds the re
 
 from __future__ import annotations
 
-from course.messages import AssistantMessage, ToolCall, assistant_message, text, tool_call, user_message
-from course.tools import Tool, ToolExecutionContext, ToolOutput
+from course.runtime.messages import AssistantMessage, ToolCall, assistant_message, text, tool_call, user_message
+from course.runtime.tools import Tool, ToolExecutionContext, ToolOutput
 
 SYSTEM_PROMPT = "You are tiny-pi, a small agent runtime."
 QUESTION = "请读取 README.md，并告诉我项目名。"

@@ -1,6 +1,6 @@
 """Chapter 06's known mistakes: each patches one essential line of checkpoints/ch06_tool_execution.py."""
 
-from course.mutants import Mutant
+from course.judge.mutants import Mutant
 
 MUTANTS = [
     Mutant("unknown-tool-not-reported", "工具执行",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.manifest import Chapter, find_chapter
-from course.testrun import PytestRun, run_tests
+from course.judge.testrun import PytestRun, run_tests
 
 
 @dataclass

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from course.abort import AbortSignal
-from course.clock import now
-from course.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message
-from course.stream import AssistantMessageEventStream, ErrorEvent, ModelEvent, ModelRequest
+from course.runtime.abort import AbortSignal
+from course.runtime.clock import now
+from course.runtime.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message
+from course.runtime.stream import AssistantMessageEventStream, ErrorEvent, ModelEvent, ModelRequest
 
 ABORTED = "Request was aborted"
 INSTALL_HINT = "the providers need the official SDKs: pip install -e '.[providers]'"

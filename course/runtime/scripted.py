@@ -8,10 +8,10 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Union
 
-from course.abort import AbortSignal
-from course.clock import now
-from course.messages import AssistantMessage
-from course.stream import AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
+from course.runtime.abort import AbortSignal
+from course.runtime.clock import now
+from course.runtime.messages import AssistantMessage
+from course.runtime.stream import AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
 
 Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
 

@@ -7,8 +7,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Protocol, TypedDict
 
-from course.abort import AbortSignal
-from course.messages import AssistantMessage, ToolCall, assistant_message
+from course.runtime.abort import AbortSignal
+from course.runtime.messages import AssistantMessage, ToolCall, assistant_message
 
 
 class StartEvent(TypedDict):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from course.messages import strict_json
+from course.runtime.messages import strict_json
 
 
 def _key(value: Any) -> str:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from course import impl
-from course.timeline import first_divergence
+from course.recorder import impl
+from course.judge.timeline import first_divergence
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

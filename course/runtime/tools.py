@@ -12,8 +12,8 @@ from typing import Any, NotRequired, TypedDict
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
-from course.abort import AbortSignal
-from course.messages import TextContent, ToolCall, ToolResultMessage, text, tool_result
+from course.runtime.abort import AbortSignal
+from course.runtime.messages import TextContent, ToolCall, ToolResultMessage, text, tool_result
 
 
 class ToolOutput(TypedDict):

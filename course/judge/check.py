@@ -7,9 +7,9 @@ import json
 import unicodedata
 from pathlib import Path
 
-from course import mutants
+from course.judge import mutants
 from course.manifest import CHAPTERS, Chapter, find_chapter
-from course.testrun import PytestRun, Scenario, default_implementation, rerun_command, run_tests, shown
+from course.judge.testrun import PytestRun, Scenario, default_implementation, rerun_command, run_tests, shown
 
 
 def diagnosis(chapter: Chapter, failed: set[str]) -> list[tuple[str, str]]:
@@ -137,7 +137,7 @@ def watch(args: argparse.Namespace, changes=None) -> int:
 
     `changes` replaces the file watcher (tests hand in a finite list of change sets)."""
     implementation = default_implementation(args.impl)
-    directory = Path(implementation) if implementation else Path(__file__).resolve().parent.parent / "checkpoints"
+    directory = Path(implementation) if implementation else Path(__file__).resolve().parents[2] / "checkpoints"
     if not directory.is_dir():
         print(f"course watch: {directory} is not a directory")
         return 2

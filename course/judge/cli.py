@@ -6,17 +6,17 @@ import argparse
 import os
 import sys
 
-from course import check, grade, mutants, snapshots, starter
+from course.judge import check, grade, mutants, snapshots, starter
 
 # `course demo --workspace` without a DIR: a temporary workspace holding the chapter's README.md.
 TEMPORARY_WORKSPACE = ""
 
 
 def demo(args: argparse.Namespace) -> int:
-    """Run the README round trip and print what happened (course/demo.py)."""
+    """Run the README round trip and print what happened (course/judge/demo.py)."""
     # Imported here: `course check` and the other commands start a child pytest and should not
     # first pay for the loop and jsonschema, which only the demo needs.
-    from course import demo as demo_command
+    from course.judge import demo as demo_command
 
     return demo_command.run(args)
 
@@ -27,7 +27,7 @@ def register(commands) -> None:
     demo_parser.add_argument("--workspace", nargs="?", const=TEMPORARY_WORKSPACE, metavar="DIR",
                              help="read README.md from DIR with chapter 08's read tool "
                                   "(without DIR: from a temporary workspace it creates)")
-    # Real models (course.providers, the providers extra); the API key comes from the environment.
+    # Real models (course.runtime.providers, the providers extra); the API key comes from the environment.
     demo_parser.add_argument("--provider", choices=["openai", "anthropic"],
                              help="run on a real model: an OpenAI-compatible server or Anthropic")
     demo_parser.add_argument("--model", help="the model name the provider knows (needed with --provider)")

@@ -7,9 +7,9 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-from course.messages import Message
-from course.providers.streaming import Draft, SDKModel, sdk
-from course.stream import ModelEvent, ModelRequest
+from course.runtime.messages import Message
+from course.runtime.providers.streaming import Draft, SDKModel, sdk
+from course.runtime.stream import ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
 STOP_REASONS = {

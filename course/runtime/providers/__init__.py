@@ -4,7 +4,7 @@ They need the `providers` extra (`pip install -e '.[providers]'`) only once a mo
 SDKs are imported then, so importing this package, and the request mapping, work without them.
 """
 
-from course.providers.anthropic_messages import AnthropicModel
-from course.providers.openai_chat import OpenAIChatModel
+from course.runtime.providers.anthropic_messages import AnthropicModel
+from course.runtime.providers.openai_chat import OpenAIChatModel
 
 __all__ = ["AnthropicModel", "OpenAIChatModel"]

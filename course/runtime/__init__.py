@@ -1,0 +1,1 @@
+"""What a student's code imports: messages, clock, abort signals, model streams, the scripted model, tools, providers."""
