@@ -261,7 +261,7 @@ def every_generated_run_keeps_the_promises() -> None:
         left_running = asyncio.all_tasks(runner.get_loop())  # the run's own task is done by now
         problems = run.problems + outcome_problems(plan, run) + [f"{task!r} is still running" for task in left_running]
         if problems:
-            note(run.render(messages_json=False))
+            note(run.without_messages_json().render())
             if chosen_seed is not None:
                 note(f"profile {name}, seed {chosen_seed}: rerun with {PROFILE_ENV}={name} {SEED_ENV}={chosen_seed}")
         assert problems == [], "\n".join(problems)

@@ -6,12 +6,12 @@ import pytest
 
 from course.runtime import readme_example as readme
 from course.runtime.abort import AbortController
-from course.recorder.harness import load_checkpoint, run_loop
+from course.recorder.generated import generated_scenarios
+from course.recorder.harness import load_checkpoint, raised, run_loop
 from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
 from course.runtime.scripted import ScriptedModel
 from course.runtime.tools import Registry, Tool
 
-pytestmark = pytest.mark.asyncio
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ class TestPureStop:
         model = ScriptedModel([assistant_message([text("你好，我是 tiny-pi。")], "stop")])
         run = await run_loop(ch07, model=model, context={"systemPrompt": readme.SYSTEM_PROMPT,
                                                         "messages": [user_message("你好")]})
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, len(model.requests)) == ("stop", 1, 1)
 
 
@@ -81,7 +81,7 @@ class TestSingleToolRoundTrip:
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
 
         run = await run_loop(ch07, model=model, context=context, tools=Registry([readme.memory_read_tool()]))
-        assert run.render() == snapshot
+        assert run == snapshot
 
         assert (run.reason, run.steps, len(model.requests), run.executions) == ("stop", 2, 2, ["read"])
         assert [m["role"] for m in model.requests[1]["messages"]] == ["user", "assistant", "toolResult"]
@@ -97,7 +97,7 @@ class TestSingleToolRoundTrip:
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
         run = await run_loop(ch07, model=model, context=readme.context(),
                              execute_tool_call=probe({"call-1": readme.README}, before=report))
-        assert run.render() == snapshot
+        assert run == snapshot
         progress = [e for e in run.events if e["type"] == "tool_progress"]
         assert [e["callId"] for e in progress] == ["call-1", "call-1"]
 
@@ -108,7 +108,7 @@ class TestSingleToolRoundTrip:
             assistant_message([text("没有 write 工具。")], "stop"),
         ])
         run = await run_loop(ch07, model=model, context=readme.context(), tools=Registry([readme.memory_read_tool()]))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert model.requests[1]["messages"][-1]["isError"] is True
 
 
@@ -130,7 +130,7 @@ class TestNonExecutingTerminals:
         answer, finish = NON_EXECUTING[row]
         model = ScriptedModel([answer, readme.final_answer()])
         run = await run_loop(ch07, model=model, context=readme.context(), tools=Registry([readme.memory_read_tool()]))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, len(model.requests), run.executions) == (finish, 1, 1, [])
         assert not any(e["type"] in ("tool_start", "tool_end") for e in run.events)
 
@@ -140,7 +140,7 @@ class TestNonExecutingTerminals:
         answer = assistant_message([readme.read_call("call-1"), readme.read_call("call-2", "NOTES.md")], "length")
         run = await run_loop(ch07, model=ScriptedModel([answer]), context=readme.context(),
                              execute_tool_call=probe({"call-1": "a", "call-2": "b"}))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert run.executions == []
         assert [e["type"] for e in run.events].count("tool_skipped") == 2
 
@@ -162,7 +162,7 @@ class TestConcurrentTools:
         run = await run_loop(ch07, model=model, context=readme.context(), on_event=release_slow_after_fast,
                              execute_tool_call=probe({"slow-call": "slow done", "fast-call": "fast done"},
                                                      gates={"slow-call": slow_may_finish}))
-        assert run.render() == snapshot
+        assert run == snapshot
         ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
         appended = [m["toolCallId"] for m in run.messages if m["role"] == "toolResult"]
         assert (ends, appended) == (["fast-call", "slow-call"], ["slow-call", "fast-call"])
@@ -188,7 +188,7 @@ class TestConcurrentTools:
         run = await run_loop(ch07, model=model, context=readme.context(), on_event=release_second,
                              execute_tool_call=probe({"call-1": readme.README, "call-2": "notes"}, before=note_start,
                                                      gates={"call-1": second_started, "call-2": first_ended}))
-        assert run.render() == snapshot
+        assert run == snapshot
         ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
         assert ends == ["call-1", "call-2"] and not any(m.get("isError") for m in run.messages)
 
@@ -208,7 +208,7 @@ class TestConcurrentTools:
         run = await run_loop(ch07, model=model, context=readme.context(), on_event=release_call_2,
                              execute_tool_call=probe({"call-1": RuntimeError("disk on fire"), "call-2": "notes"},
                                                      gates={"call-2": call_1_ended}))
-        assert run.render() == snapshot
+        assert run == snapshot
         failed = run.messages[2]
         assert (failed["toolCallId"], failed["toolName"], failed["isError"]) == ("call-1", "read", True)
         assert failed["content"] == [text("disk on fire")] and "Traceback" not in str(run.messages)
@@ -224,7 +224,7 @@ class TestAbortAndMaxSteps:
         context = readme.context()
         model = ScriptedModel([readme.first_answer()])
         run = await run_loop(ch07, model=model, context=context, signal=controller.signal)
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, model.requests, run.messages) == ("aborted", 0, [], context["messages"])
 
     async def test_abort_during_tool_keeps_its_result(self, ch07, snapshot):
@@ -234,7 +234,7 @@ class TestAbortAndMaxSteps:
         run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
                              execute_tool_call=probe({"call-1": readme.README},
                                                      before=lambda call, context: controller.abort()))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, len(model.requests)) == ("aborted", 1, 1)
         assert run.messages[-1]["toolCallId"] == "call-1" and run.messages[-1]["isError"] is False
 
@@ -249,7 +249,7 @@ class TestAbortAndMaxSteps:
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
         run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
                              on_event=abort_once_the_call_streamed, execute_tool_call=probe({"call-1": readme.README}))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, run.executions) == ("aborted", 1, [])
 
     async def test_abort_during_the_last_step_ends_aborted(self, ch07, snapshot):
@@ -260,7 +260,7 @@ class TestAbortAndMaxSteps:
         run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal, max_steps=1,
                              execute_tool_call=probe({"call-1": readme.README},
                                                      before=lambda call, context: controller.abort()))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, len(model.requests)) == ("aborted", 1, 1)
 
     async def test_a_long_tool_stops_on_the_runs_signal(self, ch07, snapshot):
@@ -280,7 +280,7 @@ class TestAbortAndMaxSteps:
         run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
                              on_event=stop_once_watching,
                              tools=Registry([Tool("watch", "Watch until stopped.", {"type": "object"}, watch)]))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, run.executions) == ("aborted", 1, ["watch"])
         assert run.messages[-1]["content"] == [text("stopped: user pressed stop")]
 
@@ -289,7 +289,7 @@ class TestAbortAndMaxSteps:
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
         run = await run_loop(ch07, model=model, context=readme.context(), max_steps=1,
                              tools=Registry([readme.memory_read_tool()]))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, len(model.requests)) == ("maxSteps", 1, 1)
         assert [m["role"] for m in run.messages] == ["user", "assistant", "toolResult"]
 
@@ -301,11 +301,17 @@ class TestAbortAndMaxSteps:
 
         model = ScriptedModel([another_read] * 40)
         run = await run_loop(ch07, model=model, context=readme.context(), tools=Registry([readme.memory_read_tool()]))
-        assert run.render(messages_json=False) == snapshot
+        assert run.without_messages_json() == snapshot
         assert (run.reason, run.steps, len(model.requests), len(run.executions)) == ("maxSteps", 32, 32, 32)
 
     @pytest.mark.parametrize("max_steps", [0, -1, 1.5])
-    async def test_max_steps_must_be_a_positive_integer(self, ch07, max_steps):
+    async def test_max_steps_must_be_a_positive_integer(self, ch07, max_steps, snapshot):
         """max_steps={max_steps} is refused with a ValueError before any request."""
-        with pytest.raises(ValueError, match="max_steps must be a positive integer"):
-            await run_loop(ch07, model=ScriptedModel([]), context=readme.context(), max_steps=max_steps)
+        model = ScriptedModel([])
+        outcome = await raised(run_loop(ch07, model=model, context=readme.context(), max_steps=max_steps),
+                               about="max_steps")
+        assert outcome == snapshot
+        assert model.requests == []
+
+
+test_generated = generated_scenarios("ch07_agent_loop")

@@ -11,6 +11,7 @@ from typing import Any
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from course.judge.render import render_record
 from course.judge.timeline import first_divergence
 
 
@@ -19,7 +20,7 @@ class RunSnapshotExtension(SingleFileSnapshotExtension):
     _write_mode = WriteMode.TEXT
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
-        return data if isinstance(data, str) else data.render()
+        return render_record(data.record() if hasattr(data, "record") else data)
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
         divergence = first_divergence(str(snapshot_data), str(serialized_data))

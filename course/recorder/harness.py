@@ -1,15 +1,21 @@
-"""Running one scenario of a chapter and recording everything a snapshot shows about it."""
+"""Running one scenario of a chapter and recording everything a snapshot shows about it.
+
+A `Run` is data: what the loop did (events, messages, requests, executions) and what it was given
+(the caller's messages before and after, the system prompt, the registry's definitions,
+`max_steps`). The judge renders it and checks the loop's promises on it (`course.judge.render`);
+`record()` is the same as JSON, which is all a graded submission's process hands over.
+"""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from course.recorder.impl import load_checkpoint, load_prerequisite  # noqa: F401  (tests and the CLI import them from here)
-from course.judge.invariants import check_run
-from course.judge.timeline import render_run
+from course.recorder.record import jsonable
 from course.runtime.tools import Registry
 
 
@@ -23,23 +29,43 @@ class Run:
     events: list[dict]
     requests: list[dict] | None
     executions: list[str]
-    problems: list[str] = field(default_factory=list)
+    input_messages: list[dict] = field(default_factory=list, repr=False)
+    """The caller's messages as they were handed in (a deep copy)."""
+    caller_messages_after: Any = field(default=None, repr=False)
+    """The caller's `context["messages"]` after the run (it must not have changed)."""
+    system_prompt: Any = None
+    definitions: list[dict] = field(default_factory=list, repr=False)
+    """The registry's tool definitions: what every request must offer."""
+    max_steps: Any = None
 
-    def observations(self) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        if self.requests is not None:
-            seen["model requests"] = len(self.requests)
-        seen["tool executions"] = len(self.executions)
-        seen["steps"] = self.steps
-        seen["reason"] = self.reason
-        seen["invariants"] = "hold" if not self.problems else f"{len(self.problems)} broken"
-        for n, problem in enumerate(self.problems, 1):
-            seen[f"  broken {n}"] = problem
-        return seen
+    messages_json: bool = field(default=True, repr=False)
+    """Whether the rendered run ends with the messages as JSON (a long run's snapshot leaves it out)."""
 
-    def render(self, *, messages_json: bool = True) -> str:
-        return render_run(events=self.events, messages=self.messages, requests=self.requests,
-                          observations=self.observations(), include_messages_json=messages_json)
+    def without_messages_json(self) -> Run:
+        return dataclasses.replace(self, messages_json=False)
+
+    def record(self) -> dict:
+        """The run as JSON data: what the judge renders and checks."""
+        return jsonable({
+            "kind": "loop-run", "reason": self.reason, "steps": self.steps, "messages": self.messages,
+            "events": self.events, "requests": self.requests, "executions": self.executions,
+            "inputMessages": self.input_messages, "callerMessagesAfter": self.caller_messages_after,
+            "systemPrompt": self.system_prompt, "definitions": self.definitions, "maxSteps": self.max_steps,
+            "messagesJson": self.messages_json,
+        })
+
+    @property
+    def problems(self) -> list[str]:
+        """The loop's promises this run broke, in words (the judge's invariant checker)."""
+        from course.judge.render import loop_run_problems  # the judge's, imported only where it may run
+
+        return loop_run_problems(self.record())
+
+    def render(self) -> str:
+        """The run in the chapter's notation, as its snapshot holds it."""
+        from course.judge.render import render_record
+
+        return render_record(self.record())
 
 
 def _counted_registry(registry: Registry, executions: list[str]) -> Registry:
@@ -95,18 +121,18 @@ async def run_loop(
         **({} if max_steps is None else {"max_steps": max_steps}),
     )
     result = await loop.run_agent_loop(options)
-    requests = getattr(model, "requests", None)
-    problems = check_run(
-        input_messages=input_messages,
-        messages=result.messages,
-        events=events,
-        requests=requests,
-        reason=result.reason,
-        steps=result.steps,
-        caller_messages_after=context["messages"],
-        system_prompt=context["systemPrompt"],
-        definitions=registry.definitions(),
-        max_steps=getattr(options, "max_steps", max_steps),  # a student's options may lack the field
-    )
     return Run(reason=result.reason, steps=result.steps, messages=result.messages, events=events,
-               requests=requests, executions=executions, problems=problems)
+               requests=getattr(model, "requests", None), executions=executions, input_messages=input_messages,
+               caller_messages_after=context["messages"], system_prompt=context["systemPrompt"],
+               definitions=registry.definitions(),
+               max_steps=getattr(options, "max_steps", max_steps))  # a student's options may lack the field
+
+
+async def raised(awaitable, *, about: str) -> dict:
+    """What awaiting `awaitable` raised, as a record (`about`: the word its message should name);
+    a scenario that expects an exception snapshots this."""
+    try:
+        await awaitable
+    except Exception as error:
+        return jsonable({"kind": "raised", "raised": type(error).__name__, "message": str(error), "about": about})
+    return {"kind": "raised", "raised": None, "message": "nothing was raised", "about": about}

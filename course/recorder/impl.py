@@ -125,3 +125,30 @@ def load_prerequisite(module: str) -> ModuleType:
     """An earlier chapter a test uses besides the one it judges: the reference (carry-forward), or
     the student's under `chain` — the same module the student's own imports of it get."""
     return importlib.import_module(f"{REFERENCE_PACKAGE}.{module}")
+
+
+_references: dict[str, ModuleType] = {}
+
+
+def load_reference(module: str) -> ModuleType:
+    """The reference checkpoint itself, with the reference's own earlier chapters, whatever is
+    configured: the oracle that generated scenarios compare a student's runs with."""
+    if module in _references:
+        return _references[module]
+    chain = [finder for finder in sys.meta_path if isinstance(finder, _ChainFinder)]
+    if not chain:
+        _references[module] = importlib.import_module(f"{REFERENCE_PACKAGE}.{module}")
+        return _references[module]
+    # Under --impl-chain `checkpoints.*` are the student's: import the reference's beside them.
+    prefix = REFERENCE_PACKAGE + "."
+    students = {name: sys.modules.pop(name) for name in list(sys.modules) if name.startswith(prefix)}
+    for finder in chain:
+        sys.meta_path.remove(finder)
+    try:
+        _references[module] = importlib.import_module(prefix + module)
+    finally:
+        for name in [name for name in sys.modules if name.startswith(prefix)]:
+            del sys.modules[name]
+        sys.modules.update(students)
+        sys.meta_path[:0] = chain
+    return _references[module]

@@ -222,3 +222,11 @@ async def _after_yields(coro, times: int):
         coro.close()  # cancelled before it began: close it, so it is not reported as never awaited
         raise
     return await coro
+
+
+def recording(config: pytest.Config):
+    """The recorder of a `--course-record` run (the judge decides elsewhere), or None under plain pytest."""
+    return config.stash.get(_RECORDING_KEY, None)
+
+
+_RECORDING_KEY = pytest.StashKey["Recording"]()

@@ -1,0 +1,138 @@
+"""Generated scenarios, judged: plans drawn per section, the reference's run of each as the oracle.
+
+Plans come from each chapter's Hypothesis strategies (`course.judge.scenarios`). The `default`
+profile draws a fixed number per section from a fixed seed, so plain pytest, `course check` and
+`course grade` see the same plans every time and a failure reproduces by running the same command;
+`long` draws many more from a fresh seed (printed, to rerun the same hunt). `course grade --seed N`
+draws the default number from seed N: plans nobody has seen.
+
+Plain pytest judges in its own process (`compare_section`), where Hypothesis also shrinks a failing
+plan to a small one. `course check` and `course grade` judge records (`expected_renders` and
+`compare`), in a process that never runs student code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import zlib
+from collections.abc import Callable
+
+from course.judge import scenarios as judge_scenarios
+from course.judge.render import render_record
+from course.judge.timeline import first_divergence
+from course.recorder import impl
+from course.recorder import scenarios as recorder_scenarios
+from course.runtime.clock import StepClock, use_clock
+
+PROFILE_ENV = "TINY_PI_HYPOTHESIS_PROFILE"
+SEED_ENV = "TINY_PI_HYPOTHESIS_SEED"
+PROFILES = {"default": 1, "long": 40}
+"""How many times a section's default number of plans each profile draws."""
+DEFAULT_EXAMPLES = 40
+"""Plans per section in the default profile, unless the chapter's STRATEGIES module says otherwise."""
+
+
+def profile() -> tuple[str, int | None]:
+    """The profile named by $TINY_PI_HYPOTHESIS_PROFILE, and the seed of a `long` hunt (None: fixed seeds)."""
+    name = os.environ.get(PROFILE_ENV) or "default"
+    if name not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {', '.join(PROFILES)}")
+    if name == "default":
+        return name, None
+    return name, int(os.environ.get(SEED_ENV) or random.randrange(2**32))
+
+
+def section_seed(module: str, section: str, seed: int | None) -> int:
+    """The seed of one section's plans: fixed per section unless a seed is given."""
+    return zlib.crc32(f"{module}:{section}:{0 if seed is None else seed}".encode())
+
+
+def examples(module: str, section: str, multiplier: int = 1) -> int:
+    counts = getattr(judge_scenarios.for_chapter(module), "EXAMPLES", {})
+    return counts.get(section, DEFAULT_EXAMPLES) * multiplier
+
+
+def _settings(count: int, *, shrink: bool):
+    from hypothesis import HealthCheck, Phase, settings
+
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    return settings(max_examples=count, deadline=None, database=None, derandomize=False, phases=phases,
+                    print_blob=False, suppress_health_check=list(HealthCheck))
+
+
+def draw_plans(module: str, section: str, *, seed: int | None = None, multiplier: int = 1) -> list[dict]:
+    """The plans a section's test runs: the same list wherever it is drawn, for the same seed."""
+    from hypothesis import given
+    from hypothesis import seed as with_seed
+
+    strategy = judge_scenarios.for_chapter(module).STRATEGIES[section]
+    found: list[dict] = []
+
+    @with_seed(section_seed(module, section, seed))
+    @_settings(examples(module, section, multiplier), shrink=False)
+    @given(strategy)
+    def collect(plan):
+        found.append(plan)
+
+    collect()
+    return found
+
+
+def run_plan(module: str, plan: dict, load: Callable, runner: asyncio.Runner) -> dict:
+    """One plan's run, as a record, under a fresh step clock."""
+    with use_clock(StepClock()):
+        return runner.run(recorder_scenarios.for_chapter(module).run_plan(plan, load))
+
+
+def verdict(module: str, plan: dict, got: str, expected: str) -> str | None:
+    """None when the runs agree; else what a student reads: the plan, the first divergence, what broke."""
+    if got == expected:
+        return None
+    lines = ["plan: " + judge_scenarios.for_chapter(module).describe(plan)]
+    divergence = first_divergence(expected, got)
+    lines.append(divergence.describe() if divergence else "the run differs from the reference's run")
+    lines += broken_promises(got)
+    return "\n".join(lines)
+
+
+def broken_promises(rendered: str) -> list[str]:
+    """The `broken N` lines of a rendered run: every promise of the chapter the run broke."""
+    found = [line.strip() for line in rendered.splitlines() if line.strip().startswith("broken ")]
+    return (["broken promises:"] + ["  " + line for line in found]) if found else []
+
+
+def compare_section(module: str, section: str) -> None:
+    """Plain pytest: every plan of the section on the implementation under test and on the reference."""
+    from hypothesis import given, note
+    from hypothesis import seed as with_seed
+
+    name, hunt_seed = profile()
+    strategy = judge_scenarios.for_chapter(module).STRATEGIES[section]
+    runner = asyncio.Runner()
+
+    @with_seed(section_seed(module, section, hunt_seed))
+    @_settings(examples(module, section, PROFILES[name]), shrink=True)
+    @given(strategy)
+    def check(plan):
+        got = render_record(run_plan(module, plan, impl.load_checkpoint, runner))
+        left = [task for task in asyncio.all_tasks(runner.get_loop())]
+        expected = render_record(run_plan(module, plan, impl.load_reference, runner))
+        problem = verdict(module, plan, got, expected)
+        if problem is None and left:
+            problem = f"plan: {judge_scenarios.for_chapter(module).describe(plan)}\n{len(left)} task(s) still running after the run ended"
+        if problem is not None:
+            if hunt_seed is not None:
+                note(f"profile {name}, seed {hunt_seed}: rerun with {PROFILE_ENV}={name} {SEED_ENV}={hunt_seed}")
+            note(got)
+            raise AssertionError(problem)
+
+    with runner:
+        check()
+
+
+def expected_renders(module: str, section: str, plans: list[dict]) -> list[str]:
+    """The reference's run of each plan, rendered: what a student's record of the same plan must render as."""
+    with asyncio.Runner() as runner:
+        return [render_record(run_plan(module, plan, impl.load_reference, runner)) for plan in plans]

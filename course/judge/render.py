@@ -1,0 +1,86 @@
+"""Records in the chapter's notation: what snapshots hold and what every comparison compares.
+
+A record is JSON data written by the recorder beside student code (`course.recorder`); this module
+only reads it. Whatever a broken or hostile implementation put in a record, rendering answers with
+text, never an exception: a record that cannot be shown as a run is shown as what it is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from course.judge.invariants import check_run
+from course.judge.timeline import render_run
+
+
+def loop_run_problems(record: dict) -> list[str]:
+    """The loop's promises a `loop-run` record breaks, in words."""
+    return check_run(
+        input_messages=record.get("inputMessages") or [],
+        messages=record.get("messages"),
+        events=record.get("events"),
+        requests=record.get("requests"),
+        reason=record.get("reason"),
+        steps=record.get("steps"),
+        caller_messages_after=record.get("callerMessagesAfter"),
+        system_prompt=record.get("systemPrompt"),
+        definitions=record.get("definitions") or [],
+        max_steps=record.get("maxSteps"),
+    )
+
+
+def observations(record: dict, problems: list[str]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    if record.get("requests") is not None:
+        seen["model requests"] = _count(record["requests"])
+    seen["tool executions"] = _count(record.get("executions"))
+    seen["steps"] = record.get("steps")
+    seen["reason"] = record.get("reason")
+    seen["invariants"] = "hold" if not problems else f"{len(problems)} broken"
+    for n, problem in enumerate(problems, 1):
+        seen[f"  broken {n}"] = problem
+    return seen
+
+
+def _count(value: Any) -> Any:
+    return len(value) if isinstance(value, list) else value
+
+
+def render_loop_run(record: dict) -> str:
+    problems = loop_run_problems(record)
+    return render_run(events=record.get("events"), messages=record.get("messages"), requests=record.get("requests"),
+                      observations=observations(record, problems),
+                      include_messages_json=record.get("messagesJson", True))
+
+
+def render_raised(record: dict) -> str:
+    """An expected exception: its type, and whether its message names what it is about."""
+    about = record.get("about")
+    message = str(record.get("message"))
+    if about and about in message:
+        return f"raises {record.get('raised')} naming {about}\n"
+    return f"raises {record.get('raised')}: {message}\n"
+
+
+RENDERERS = {"loop-run": render_loop_run, "raised": render_raised}
+
+
+def render_record(record: Any) -> str:
+    """A record in the chapter's notation; never raises."""
+    if isinstance(record, str):
+        return record
+    if not isinstance(record, dict):
+        return f"## record\nnot a record: {json.dumps(record, ensure_ascii=False)[:500]}\n"
+    kind = record.get("kind")
+    render = RENDERERS.get(kind)
+    if render is None:
+        from course.judge import scenarios
+
+        render = scenarios.renderer(kind)
+    if render is None:
+        return f"## record\nunknown kind of record: {kind!r}\n"
+    try:
+        return render(record)
+    except Exception as error:  # a malformed record is a failed scenario, shown, never a crash of the judge
+        return f"## record\n{kind} record that cannot be rendered ({type(error).__name__}: {error})\n"
