@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,9 @@ class Chapter:
     """The checkpoint module's name, in `checkpoints/` and in a student's directory."""
     title: str
     """What the chapter builds."""
+    weights: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
+    """Points per section for `course grade` (a section not listed is worth 1), earned in proportion
+    to the section's scenarios passed."""
 
     @property
     def keyword(self) -> str:
@@ -32,7 +35,8 @@ class Chapter:
 
 CHAPTERS: list[Chapter] = [
     Chapter("06", "ch06_tool_execution", "Executing one tool call"),
-    Chapter("07", "ch07_agent_loop", "The agent loop"),
+    Chapter("07", "ch07_agent_loop", "The agent loop",
+            weights={"纯文本 stop": 1, "单工具往返": 2, "非执行终态": 2, "并发工具": 2, "取消与上限": 3}),
     Chapter("08", "ch08_workspace_read", "A workspace read tool"),
 ]
 

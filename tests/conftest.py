@@ -1,11 +1,12 @@
 """Shared by every chapter's tests: a deterministic clock, the run snapshot format, section keywords."""
 
 import gc
+import os
 
 import pytest
 
 from course.runtime.clock import StepClock, use_clock
-from course.judge.snapshot import RunSnapshotExtension
+from course.recorder.pytest_plugin import scenario_snapshot
 
 # The `course` command tests: they wait on child processes, which start before the first test.
 HARNESS_MODULE = "test_harness_cli"
@@ -25,11 +26,19 @@ def pytest_collection_finish(session):
     gc.enable()
 
 
+SCENARIO_TIMEOUT = 10
+"""Seconds one chapter scenario may take in plain pytest (`course check` has its own, the same)."""
+
+
 def pytest_collection_modifyitems(items):
     # `-k 单工具往返` selects by the chapter's own section names, while ids and snapshot files stay ASCII.
+    long_hunt = 40 if os.environ.get("TINY_PI_HYPOTHESIS_PROFILE") == "long" else 1
     for item in items:
         for mark in item.iter_markers("section"):
             item.extra_keyword_matches.add(mark.args[0])
+        if item.module.__name__.startswith("test_ch") and item.get_closest_marker("timeout") is None:
+            # A wrong student loop may spin for ever: its scenario fails, named, and the others still run.
+            item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt))
     # The `course` command tests wait on child processes (started first, see below): they go last, so
     # that the children run on the other core while every other test runs, instead of being waited for.
     items.sort(key=lambda item: item.module.__name__ == HARNESS_MODULE)
@@ -43,8 +52,9 @@ def step_clock():
 
 
 @pytest.fixture
-def snapshot(snapshot):
-    return snapshot.use_extension(RunSnapshotExtension)
+def snapshot(request):
+    """The scenario's snapshot, in the chapter's notation (a recorder when `course check` records)."""
+    return scenario_snapshot(request)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -23,6 +23,12 @@ from course.manifest import CHAPTERS, find_chapter
 VARIANTS = [pytest.param(c, v, id=f"{c.number}-{v.name}") for c in CHAPTERS for v in mutants.variants(c)]
 LENGTH_FAILURES = {"TestNonExecutingTerminals::test_terminal_row[length]",
                    "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither"}
+# What those two scenarios show when a loop runs the tools of a `length` answer: the evidence diagnosis reads.
+LENGTH_EVIDENCE = {
+    "TestNonExecutingTerminals::test_terminal_row[length]": "timeline 7: tool_skipped(call-1) → tool_start(call-1)",
+    "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither":
+        "timeline 8: tool_skipped(call-1) → tool_start(call-1)",
+}
 
 
 def section_marks(chapter) -> set[str]:
@@ -180,32 +186,42 @@ def test_show_prints_the_variant_as_a_diff(capsys):
 
 
 def test_diagnose_names_the_length_mistake_and_its_section():
-    assert mutants.diagnose("07", LENGTH_FAILURES) == [
+    assert mutants.diagnose("07", LENGTH_EVIDENCE) == [
         ("length-executes-tools",
          "your loop runs tools after a truncated response (stopReason length) — see 非执行终态"),
     ]
-    full_ids = {f"tests/test_ch07_agent_loop.py::{name}" for name in LENGTH_FAILURES}
+    full_ids = {f"tests/test_ch07_agent_loop.py::{name}": key for name, key in LENGTH_EVIDENCE.items()}
     assert [name for name, _ in mutants.diagnose("ch07", full_ids)] == ["length-executes-tools"]
+
+
+def test_the_same_failing_scenarios_with_other_evidence_name_no_mistake():
+    # Another mistake can fail exactly the same scenarios: only the same first divergences identify it.
+    other = {name: "timeline 7: tool_skipped(call-1) → tool_skipped(call-2)" for name in LENGTH_EVIDENCE}
+    assert mutants.diagnose("07", other) == []
+    signature = mutants.load_signatures()["07"]["request-sends-caller-messages"]
+    system_prompt_only_once = {name: key.replace("1 broken", "1 broken | broken 1 request 2 has a different system prompt")
+                               for name, key in signature.items()}
+    assert mutants.diagnose("07", system_prompt_only_once) == []
 
 
 @pytest.mark.gate
 def test_diagnose_matches_what_the_variant_really_fails(gallery):
     for outcome in gallery:
-        assert outcome.variant in [name for name, _ in mutants.diagnose(outcome.chapter, set(outcome.failed))]
+        assert outcome.variant in [name for name, _ in mutants.diagnose(outcome.chapter, outcome.evidence)]
 
 
 def test_diagnose_recognises_two_mistakes_at_once():
     signatures = mutants.load_signatures()["07"]
-    failed = LENGTH_FAILURES | set(signatures["context-tools-forwarded"])
-    assert [name for name, _ in mutants.diagnose("07", failed)] == ["context-tools-forwarded", "length-executes-tools"]
+    evidence = LENGTH_EVIDENCE | signatures["context-tools-forwarded"]
+    assert [name for name, _ in mutants.diagnose("07", evidence)] == ["context-tools-forwarded", "length-executes-tools"]
 
 
 def test_diagnose_says_nothing_about_failures_it_cannot_explain():
-    assert mutants.diagnose("07", set()) == []
-    assert mutants.diagnose("07", LENGTH_FAILURES | {"TestPureStop::test_pure_stop"}) == []
-    assert mutants.diagnose("07", {"TestNoSuchScenario::test_anything"}) == []
+    assert mutants.diagnose("07", {}) == []
+    assert mutants.diagnose("07", LENGTH_EVIDENCE | {"TestPureStop::test_pure_stop": "timeline 1: a → b"}) == []
+    assert mutants.diagnose("07", {"TestNoSuchScenario::test_anything": "failed: AssertionError"}) == []
 
 
 def test_diagnose_of_a_student_who_has_not_started():
-    everything = set(mutants.load_signatures()["07"]["starter"])
+    everything = mutants.load_signatures()["07"]["starter"]
     assert [name for name, _ in mutants.diagnose("07", everything)] == ["starter"]

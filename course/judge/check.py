@@ -1,94 +1,206 @@
-"""`course check`, `course status`, `course watch`: a student's view of their chapter modules."""
+"""`course check`, `course status`, `course watch`: a student's view of their chapter modules.
+
+Each chapter is judged by `course.judge.session`: the student's code runs in a child process that
+only records; this process renders and compares, and prints each scenario as it is decided.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.judge import mutants
+from course.judge.session import ChapterRun, Verdict, judge_chapter, rerun_command
+from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, Chapter, find_chapter
-from course.judge.testrun import PytestRun, Scenario, default_implementation, rerun_command, run_tests, shown
+
+STATUS_LABEL = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "not run": "SKIP"}
+OUTPUT_SHOWN = 20
+"""Lines of a failing scenario's own output shown under it (the record keeps more)."""
 
 
-def diagnosis(chapter: Chapter, failed: set[str]) -> list[tuple[str, str]]:
-    """Known-wrong variants the failures match, as (variant, hint): the mutation gate's signatures."""
-    return mutants.diagnose(chapter.number, failed)
+def judged_code(chapter: Chapter, implementation: str | None) -> str:
+    """Which code a chapter's verdict is about, in words."""
+    if implementation is None:
+        return "the reference (no student code)"
+    module = Path(implementation) / f"{chapter.module}.py"
+    if module.is_file():
+        return f"yours, {shown(module)}"
+    return f"the reference: {shown(implementation)} has no {chapter.module}.py (run `course start {chapter.number}`)"
 
 
-STATUS_LABEL = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+def diagnosis(chapter: Chapter, run: ChapterRun, implementation: str | None, chain: bool) -> list[tuple[str, str]]:
+    """Known mistakes the evidence identifies: only when the failures and their first divergences are
+    exactly a known variant's (or exactly several variants' together), and the code is the student's."""
+    if implementation is None or chain or run.import_errors or run.flags:
+        return []
+    if not (Path(implementation) / f"{chapter.module}.py").is_file():
+        return []
+    return mutants.diagnose(chapter.number, mutants.evidence_of(run.verdicts))
 
 
-def describe_implementation(implementation: str | None) -> str:
-    return shown(implementation) if implementation else "the reference checkpoints"
+def print_import_errors(run: ChapterRun) -> None:
+    print("your module does not import, so no scenario could run:")
+    for error in run.import_errors:
+        where = shown(error["file"]) if error.get("file") else error.get("module")
+        line = f", line {error['line']}" if error.get("line") else ""
+        print(f"  {where}{line}: {error.get('problem')}")
+        if error.get("text"):
+            print(f"      {error['text'].strip()}")
 
 
-def scenario_json(scenario: Scenario, implementation: str | None, chain: bool) -> dict:
+def print_failure(verdict: Verdict, implementation: str | None, chain: bool, chapter: Chapter, root: Path) -> None:
+    pad = " " * 8
+    if verdict.plan:
+        print(f"{pad}plan:     {verdict.plan}")
+    if verdict.divergence:
+        d = verdict.divergence
+        print(f"{pad}first divergence in {d['section']}, line {d['index']}:")
+        print(f"{pad}  expected: {'(nothing)' if d['expected'] is None else d['expected']}")
+        print(f"{pad}  got:      {'(nothing)' if d['got'] is None else d['got']}")
+    if verdict.broken:
+        print(f"{pad}broken promises of the chapter:")
+        for line in verdict.broken:
+            print(f"{pad}  {line}")
+    if verdict.problem:
+        print(f"{pad}problem:  {verdict.problem}")
+    if verdict.where:
+        path, _, line = verdict.where.rpartition(":")
+        print(f"{pad}at:       {shown(path)}:{line}")
+    if verdict.output:
+        shown_lines = verdict.output[:OUTPUT_SHOWN]
+        total = max(verdict.output_lines, len(verdict.output))
+        cut = f", the first {len(shown_lines)} shown" if total > len(shown_lines) else ""
+        print(f"{pad}your output ({total} line{'s' if total != 1 else ''}{cut}):")
+        for line in shown_lines:
+            print(f"{pad}  | {line}")
+    if verdict.hint:
+        print(f"{pad}hint:     {verdict.hint}")
+    print(f"{pad}more:     course hint {chapter.number} '{verdict.scenario}'")
+    print(f"{pad}rerun:    {rerun_command(verdict, implementation, chain, root)}")
+
+
+def verdict_json(verdict: Verdict, implementation: str | None, chain: bool, root: Path) -> dict:
     return {
-        "scenario": scenario.scenario,
-        "section": scenario.section,
-        "status": scenario.status,
-        "firstDivergence": scenario.divergence,
-        "problem": scenario.problem,
-        "where": scenario.where,
-        "hint": scenario.hint,
-        "rerun": None if scenario.passed else rerun_command(scenario, implementation, chain),
+        "name": verdict.scenario,
+        "scenario": verdict.scenario,
+        "section": verdict.section,
+        "status": verdict.status,
+        "firstDivergence": verdict.divergence,
+        "brokenPromises": verdict.broken,
+        "plan": verdict.plan,
+        "plans": list(verdict.plans) if verdict.plans else None,
+        "problem": verdict.problem,
+        "where": verdict.where,
+        "output": "\n".join(verdict.output) or None,
+        "outputLines": verdict.output_lines,
+        "hint": verdict.hint,
+        "rerun": None if verdict.passed else rerun_command(verdict, implementation, chain, root),
     }
 
 
-def print_failure(scenario: Scenario, implementation: str | None, chain: bool) -> None:
-    if scenario.divergence:
-        d = scenario.divergence
-        print(f"        first divergence in {d['section']}, line {d['index']}:")
-        print(f"          expected: {'(nothing)' if d['expected'] is None else d['expected']}")
-        print(f"          got:      {'(nothing)' if d['got'] is None else d['got']}")
-    if scenario.problem:
-        print(f"        problem:  {scenario.problem}")
-    if scenario.where:
-        print(f"        at:       {shown(scenario.where.rsplit(':', 1)[0])}:{scenario.where.rsplit(':', 1)[1]}")
-    if scenario.hint:
-        print(f"        hint:     {scenario.hint}")
-    print(f"        rerun:    {rerun_command(scenario, implementation, chain)}")
+def results_json(chapter: Chapter, run: ChapterRun, implementation: str | None, chain: bool, root: Path,
+                 found: list[tuple[str, str]]) -> dict:
+    """The chapter's results, one entry per scenario (after Exercism's results.json, version 3)."""
+    passed = sum(v.passed for v in run.verdicts)
+    status = "pass" if run.passed else ("error" if run.import_errors else "fail")
+    return {
+        "version": 3,
+        "status": status,
+        "message": import_message(run) if run.import_errors else None,
+        "chapter": chapter.number,
+        "judged": judged_code(chapter, implementation),
+        "implementation": shown(implementation) if implementation else None,
+        "summary": {"passed": passed, "total": len(run.verdicts),
+                    "failed": sum(v.status == "failed" for v in run.verdicts),
+                    "errors": sum(v.status == "error" for v in run.verdicts),
+                    "timeouts": sum(v.status == "timeout" for v in run.verdicts)},
+        "importErrors": run.import_errors,
+        "flags": run.flags,
+        "tests": [verdict_json(v, implementation, chain, root) for v in run.verdicts],
+        "diagnosis": [{"variant": v, "hint": h} for v, h in found],
+    }
 
 
-def report_check(chapter: Chapter, run: PytestRun, implementation: str | None, chain: bool) -> list[tuple[str, str]]:
-    """Print the check of one chapter; return the diagnosis of its failures."""
-    print(f"Chapter {chapter.number} — {chapter.title}")
-    print(f"implementation: {describe_implementation(implementation)}\n")
-    for scenario in run.scenarios:
-        print(f"  {STATUS_LABEL.get(scenario.status, scenario.status.upper()):<5} {scenario.scenario}")
-        if not scenario.passed:
-            print_failure(scenario, implementation, chain)
-    failed = {s.scenario for s in run.scenarios if not s.passed}
-    found = diagnosis(chapter, failed) if failed else []
-    if found:
-        print("\nlikely causes (known wrong variants these failures match):")
-        for variant, hint in found:
-            print(f"  {variant}: {hint}")
-    passed = sum(s.passed for s in run.scenarios)
-    print(f"\n{passed} of {len(run.scenarios)} scenarios pass — chapter {chapter.number} "
-          f"{'passes' if run.passed else 'fails'} ({run.describe_exit()})")
-    if not run.passed and not failed:
-        print("pytest said:\n" + run.tail())  # nothing failed by name: pytest's own last lines say why
-    return found
+def import_message(run: ChapterRun) -> str:
+    return "; ".join(f"{e.get('file') or e.get('module')}, line {e.get('line')}: {e.get('problem')}"
+                     for e in run.import_errors)
+
+
+def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,
+              timeout: float | None = None) -> tuple[ChapterRun, list[tuple[str, str]]]:
+    """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis."""
+    root = course_root()
+    if not quiet:
+        print(f"Chapter {chapter.number} — {chapter.title}")
+        print(f"judging: {judged_code(chapter, implementation)}\n", flush=True)
+    reported_imports = False
+
+    def show(verdict: Verdict) -> None:
+        nonlocal reported_imports
+        if quiet:
+            return
+        if run_state.import_errors:
+            if not reported_imports:
+                reported_imports = True
+                print_import_errors(run_state)
+            return
+        print(f"  {STATUS_LABEL.get(verdict.status, verdict.status.upper()):<7} {verdict.scenario}"
+              + (f"  ({verdict.plans[0]}/{verdict.plans[1]} plans)" if verdict.plans and verdict.passed else ""),
+              flush=True)
+        if not verdict.passed:
+            print_failure(verdict, implementation, chain, chapter, root)
+
+    run_state = ChapterRun(chapter, [])
+
+    def on_verdict(verdict: Verdict) -> None:
+        show(verdict)
+
+    kwargs = {} if timeout is None else {"timeout": timeout}
+    run = judge_chapter(chapter, str(Path(implementation).resolve()) if implementation else None, root=root,
+                        chain=chain, on_verdict=on_verdict, progress=run_state, **kwargs)
+    if not quiet and run.import_errors and not reported_imports:
+        print_import_errors(run)
+    found = diagnosis(chapter, run, implementation, chain)
+    if not quiet:
+        summarize(chapter, run, implementation, found)
+    return run, found
+
+
+def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, found: list[tuple[str, str]]) -> None:
+    failing = [v for v in run.verdicts if not v.passed]
+    if run.flags:
+        print("\nflagged: " + "; ".join(run.flags))
+    if failing and not run.import_errors:
+        if found:
+            print("\nthe evidence matches a known mistake exactly:")
+            for variant, hint in found:
+                print(f"  {variant}: {hint}")
+        else:
+            print("\nno known mistake matches these failures exactly; what broke is shown under each scenario.")
+    passed = sum(v.passed for v in run.verdicts)
+    counts = f"\n{passed} of {len(run.verdicts)} scenarios pass"
+    if implementation is None or not (Path(implementation) / f"{chapter.module}.py").is_file():
+        print(f"{counts} on the reference — none of it is your code; write yours with `course start {chapter.number}`, "
+              f"then `course check {chapter.number}`")
+    elif run.import_errors:
+        print(f"{counts} — chapter {chapter.number} fails: your module does not import")
+    else:
+        print(f"{counts} — chapter {chapter.number} {'passes' if run.passed else 'fails'}")
 
 
 def check(args: argparse.Namespace) -> int:
     """Run one chapter's scenarios against the student's modules and report each."""
     chapter = find_chapter(args.chapter)
     implementation = default_implementation(args.impl)
-    run = run_tests([chapter], implementation, chain=args.chain)
-    found = report_check(chapter, run, implementation, args.chain)
+    run, found = run_check(chapter, implementation, args.chain, timeout=getattr(args, "timeout", None))
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "chapter": chapter.number,
-            "implementation": describe_implementation(implementation),
-            "status": "pass" if run.passed else "fail",
-            "exitCode": run.exit_code,
-            "scenarios": [scenario_json(s, implementation, args.chain) for s in run.scenarios],
-            "diagnosis": [{"variant": v, "hint": h} for v, h in found],
-        }, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        report = results_json(chapter, run, implementation, args.chain, course_root(), found)
+        Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return 0 if run.passed else 1
 
 
@@ -103,33 +215,38 @@ def _pad(s: str, width: int) -> str:
 def status(args: argparse.Namespace) -> int:
     """The progress table: every chapter, section by section, for the selected implementation."""
     implementation = default_implementation(args.impl)
-    run = run_tests(CHAPTERS, implementation, chain=args.chain)
-    print(f"implementation: {describe_implementation(implementation)}\n")
+    print(f"implementation: {shown(implementation) if implementation else 'the reference (no student code)'}\n",
+          flush=True)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda c: run_check(c, implementation, args.chain, quiet=True)[0], CHAPTERS))
     rows = []
-    for chapter in CHAPTERS:
-        scenarios = [s for s in run.scenarios if s.file == chapter.test_file]
+    for chapter, run in zip(CHAPTERS, runs):
         written = implementation is not None and (Path(implementation) / f"{chapter.module}.py").is_file()
         code = "yours" if written else "reference"
-        for section in dict.fromkeys(s.section or "(no section)" for s in scenarios):
-            in_section = [s for s in scenarios if (s.section or "(no section)") == section]
-            failing = [s.scenario.split("::")[-1] for s in in_section if not s.passed]
-            done = sum(s.passed for s in in_section)
-            marks = "".join("●" if s.passed else "○" for s in in_section)
+        sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
+        for section in sections:
+            in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
+            failing = [v.scenario.split("::")[-1] for v in in_section if not v.passed]
+            done = sum(v.passed for v in in_section)
+            marks = "".join("●" if v.passed else "○" for v in in_section)
             more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
             rows.append((chapter.number, code, section, f"{done}/{len(in_section)}", marks,
                          ", ".join(failing[:3]) + more))
+        if run.import_errors:
+            rows.append((chapter.number, code, "(import)", "0/0", "", import_message(run)))
     headers = ("chapter", "code", "section", "passed", "scenarios", "failing")
     widths = [max(_width(r[i]) for r in [headers, *rows]) for i in range(5)]
     for row in [headers, *rows]:
         print("  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
-    unfinished = [c for c in CHAPTERS if not all(s.passed for s in run.scenarios if s.file == c.test_file)]
-    total = sum(s.passed for s in run.scenarios)
-    print(f"\n{total} of {len(run.scenarios)} scenarios pass")
-    if unfinished:
+    total = sum(sum(v.passed for v in run.verdicts) for run in runs)
+    count = sum(len(run.verdicts) for run in runs)
+    print(f"\n{total} of {count} scenarios pass")
+    unfinished = [c for c, run in zip(CHAPTERS, runs) if not run.passed]
+    if implementation is None:
+        print(f"none of it is your code: start with `course start {CHAPTERS[0].number}`")
+    elif unfinished:
         print(f"next: course check {unfinished[0].number}" + (f" --impl={args.impl}" if args.impl else ""))
-    if not run.passed and not run.scenarios:
-        print(run.tail())
-    return 0 if run.passed else 1
+    return 0 if not unfinished else 1
 
 
 def watch(args: argparse.Namespace, changes=None) -> int:
@@ -169,6 +286,8 @@ def register(commands) -> None:
     check_parser.add_argument("chapter", metavar="NN", help="the chapter number, e.g. 07")
     implementation_options(check_parser)
     check_parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    check_parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                              help="seconds one scenario may take before it is stopped (default 10)")
     check_parser.set_defaults(handler=check)
 
     status_parser = commands.add_parser("status", help="progress table: chapters × scenarios")
@@ -178,4 +297,4 @@ def register(commands) -> None:
     watch_parser = commands.add_parser("watch", help="re-run `course check NN` whenever your files change")
     watch_parser.add_argument("chapter", metavar="NN")
     implementation_options(watch_parser)
-    watch_parser.set_defaults(handler=watch, json=None)
+    watch_parser.set_defaults(handler=watch, json=None, timeout=None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import random
 import zlib
 from collections.abc import Callable
@@ -24,12 +25,15 @@ from course.judge.render import render_record
 from course.judge.timeline import first_divergence
 from course.recorder import impl
 from course.recorder import scenarios as recorder_scenarios
+from course.recorder.limits import PlanTimedOut, time_limit
 from course.runtime.clock import StepClock, use_clock
 
 PROFILE_ENV = "TINY_PI_HYPOTHESIS_PROFILE"
 SEED_ENV = "TINY_PI_HYPOTHESIS_SEED"
 PROFILES = {"default": 1, "long": 40}
 """How many times a section's default number of plans each profile draws."""
+PLAN_TIMEOUT = 5.0
+"""Seconds one plan's run may take: the reference needs milliseconds."""
 DEFAULT_EXAMPLES = 40
 """Plans per section in the default profile, unless the chapter's STRATEGIES module says otherwise."""
 
@@ -80,27 +84,39 @@ def draw_plans(module: str, section: str, *, seed: int | None = None, multiplier
     return found
 
 
+_one_at_a_time = threading.Lock()  # the runtime's clock is one for the process: runs must not overlap
+
+
 def run_plan(module: str, plan: dict, load: Callable, runner: asyncio.Runner) -> dict:
     """One plan's run, as a record, under a fresh step clock."""
-    with use_clock(StepClock()):
+    with _one_at_a_time, use_clock(StepClock()):
         return runner.run(recorder_scenarios.for_chapter(module).run_plan(plan, load))
+
+
+def describe(module: str, plan: dict) -> str:
+    """A plan in words, as its chapter describes it; never raises."""
+    try:
+        return judge_scenarios.for_chapter(module).describe(plan)
+    except Exception:
+        return repr(plan)[:2000]
 
 
 def verdict(module: str, plan: dict, got: str, expected: str) -> str | None:
     """None when the runs agree; else what a student reads: the plan, the first divergence, what broke."""
     if got == expected:
         return None
-    lines = ["plan: " + judge_scenarios.for_chapter(module).describe(plan)]
+    lines = ["plan: " + describe(module, plan)]
     divergence = first_divergence(expected, got)
     lines.append(divergence.describe() if divergence else "the run differs from the reference's run")
-    lines += broken_promises(got)
+    broken = broken_lines(got)
+    if broken:
+        lines += ["broken promises:", *("  " + line for line in broken)]
     return "\n".join(lines)
 
 
-def broken_promises(rendered: str) -> list[str]:
-    """The `broken N` lines of a rendered run: every promise of the chapter the run broke."""
-    found = [line.strip() for line in rendered.splitlines() if line.strip().startswith("broken ")]
-    return (["broken promises:"] + ["  " + line for line in found]) if found else []
+def broken_lines(rendered: str) -> list[str]:
+    """Every promise of the chapter a rendered run broke, numbered as its `broken N` lines number them."""
+    return [" ".join(line.split()) for line in rendered.splitlines() if line.strip().startswith("broken ")]
 
 
 def compare_section(module: str, section: str) -> None:
@@ -116,12 +132,16 @@ def compare_section(module: str, section: str) -> None:
     @_settings(examples(module, section, PROFILES[name]), shrink=True)
     @given(strategy)
     def check(plan):
-        got = render_record(run_plan(module, plan, impl.load_checkpoint, runner))
+        try:
+            with time_limit(PLAN_TIMEOUT, "a generated plan"):
+                got = render_record(run_plan(module, plan, impl.load_checkpoint, runner))
+        except PlanTimedOut as stopped:  # not shrunk: each smaller plan could spin as long again
+            raise AssertionError(f"plan: {describe(module, plan)}\n{stopped}") from None
         left = [task for task in asyncio.all_tasks(runner.get_loop())]
         expected = render_record(run_plan(module, plan, impl.load_reference, runner))
         problem = verdict(module, plan, got, expected)
         if problem is None and left:
-            problem = f"plan: {judge_scenarios.for_chapter(module).describe(plan)}\n{len(left)} task(s) still running after the run ended"
+            problem = f"plan: {describe(module, plan)}\n{len(left)} task(s) still running after the run ended"
         if problem is not None:
             if hunt_seed is not None:
                 note(f"profile {name}, seed {hunt_seed}: rerun with {PROFILE_ENV}={name} {SEED_ENV}={hunt_seed}")

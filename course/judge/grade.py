@@ -1,9 +1,13 @@
-"""`course grade NN SUBMISSIONS_DIR`: every submission's scenarios, one table.
+"""`course grade NN SUBMISSIONS_DIR`: every submission's scenarios, one table, a verdict nobody can claim.
 
-Each submission is a folder holding the chapter's module. Each runs in its own pytest process,
-in parallel over the machine's cores, with a time limit: a submission that hangs is killed and
-reported as a timeout, and one that cannot even be imported gets a row saying why. Neither stops
-the others.
+Each submission (one folder holding the chapter's module) is recorded in its own sandbox
+(`course.judge.sandbox`): a throwaway copy of the course without the answers, under bubblewrap
+where installed, with limits on memory, CPU, processes, file size and time. The recorder only
+records; this process, which never imports student code, judges every scenario from the records
+against the stored snapshots and the reference's own runs of the generated plans
+(`course.judge.session`). A scenario without a record is an error whatever the child's exit code.
+`--seed N` adds generated plans nobody has seen. `--shard K/N` grades one of N slices of the class
+and `course grade merge` joins the slices' results into the same table.
 """
 
 from __future__ import annotations
@@ -12,13 +16,19 @@ import argparse
 import csv
 import json
 import os
-from collections import Counter
+import secrets
+import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from course.judge import differential, processes
+from course.judge.check import import_message, results_json
+from course.judge.index import expected_scenarios
+from course.judge.sandbox import MARK, Sandbox, bubblewrap
+from course.judge.session import ChapterRun, judge_chapter
+from course.judge.testrun import course_root
 from course.manifest import Chapter, find_chapter
-from course.judge.testrun import PytestRun, run_tests
 
 
 @dataclass
@@ -26,101 +36,213 @@ class Grade:
     """One submission's row."""
 
     submission: str
-    """The submission folder's name."""
     status: str
-    """pass, fail, broken (no scenario could run its code), timeout, or missing (no chapter module)."""
+    """pass, fail, broken (its module does not import, or nothing ran), timeout, flagged (it reached
+    for the answers or the judge), or missing (no chapter module)."""
     passed: int = 0
     total: int = 0
+    points: float = 0.0
+    max_points: float = 0.0
     problem: str = ""
-    """Why the submission is broken, timed out or missing, in one line."""
     scenarios: dict[str, str] = field(default_factory=dict)
-    """Scenario name -> passed, failed, error, skipped, timeout (it hung) or not run (after a hang)."""
+    """Scenario name -> passed, failed, error, timeout or not run."""
+    sections: dict[str, list[float]] = field(default_factory=dict)
+    """Section -> [points earned, points possible]."""
 
 
-def grade_one(chapter: Chapter, folder: Path, timeout: float) -> Grade:
+def section_points(chapter: Chapter, run: ChapterRun) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {}
+    sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
+    for section in sections:
+        in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
+        weight = float(chapter.weights.get(section, 1))
+        earned = weight * sum(v.passed for v in in_section) / len(in_section)
+        found[section] = [round(earned, 2), weight]
+    return found
+
+
+def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float) -> Grade:
+    scenarios = {v.scenario: v.status for v in run.verdicts}
+    passed = sum(v.passed for v in run.verdicts)
+    sections = section_points(chapter, run)
+    grade = Grade(name, "fail", passed, len(scenarios), round(sum(p for p, _ in sections.values()), 2),
+                  sum(w for _, w in sections.values()), "", scenarios, sections)
+    if run.flags:
+        grade.status, grade.problem = "flagged", "; ".join(dict.fromkeys(run.flags))
+        grade.points = 0.0
+    elif run.import_errors:
+        grade.status, grade.problem = "broken", import_message(run)
+    elif run.passed:
+        grade.status = "pass"
+    elif run.timed_out:
+        hung = [v for v in run.verdicts if v.status == "timeout"]
+        grade.status = "timeout"
+        grade.problem = f"{len(hung)} scenario(s) ran past their limit, first {hung[0].scenario}" + (
+            f"; the whole run was stopped at {wall:g} s" if run.stopped else "")
+    elif passed == 0 and all(v.status in ("error", "not run") for v in run.verdicts):
+        grade.status = "broken"
+        problems = [v.problem for v in run.verdicts if v.problem]
+        grade.problem = problems[0] if problems else "no scenario ran"
+    return grade
+
+
+def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeout: float, isolate: bool,
+              plans: dict, wanted: dict, results: Path | None) -> Grade:
     if not (folder / f"{chapter.module}.py").is_file():
         # Without the module, carry-forward would quietly grade the reference.
         return Grade(folder.name, "missing", problem=f"no {chapter.module}.py in the folder")
-    run = run_tests([chapter], str(folder), timeout=timeout)
-    return grade_of(folder.name, run, timeout)
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as work:
+        token = secrets.token_hex(8)
+        sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
+        try:
+            run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
+                                prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted)
+        finally:
+            processes.end_marked(MARK, token)  # whatever it started and left behind
+    grade = grade_of(folder.name, chapter, run, wall)
+    if results is not None:
+        report = results_json(chapter, run, str(folder), False, root, [])
+        report.update({"submission": folder.name, "gradeStatus": grade.status, "points": grade.points,
+                       "maxPoints": grade.max_points, "sections": grade.sections})
+        (results / f"{folder.name}.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n",
+                                                     encoding="utf-8")
+    return grade
 
 
-def grade_of(name: str, run: PytestRun, timeout: float) -> Grade:
-    scenarios = {s.scenario: s.status for s in run.scenarios}
-    passed = sum(status == "passed" for status in scenarios.values())
-    if run.timed_out:
-        hung = [n for n, status in scenarios.items() if status == "timeout"]
-        where = f" in {hung[0]}" if hung else ""
-        return Grade(name, "timeout", passed, len(scenarios), f"killed after {timeout:g} s{where}", scenarios)
-    if run.passed:
-        return Grade(name, "pass", passed, len(scenarios), "", scenarios)
-    errors = Counter(s.problem for s in run.scenarios if s.status == "error")
-    if not run.scenarios or (passed == 0 and sum(errors.values()) == len(run.scenarios)):
-        problem = errors.most_common(1)[0][0] if errors else run.tail(1)
-        return Grade(name, "broken", passed, len(scenarios), problem or run.describe_exit(), scenarios)
-    return Grade(name, "fail", passed, len(scenarios), "", scenarios)
+def shard_of(folders: list[Path], shard: str | None) -> list[Path]:
+    if not shard:
+        return folders
+    k, _, n = shard.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise ValueError(f"--shard {shard!r}: write K/N with 1 <= K <= N, e.g. 2/4")
+    return folders[int(k) - 1::int(n)]
 
 
 def grade(args: argparse.Namespace) -> int:
-    """Grade every submission folder in parallel and write the table."""
+    """Grade every submission folder (or one shard of them) and write the table."""
     from tqdm import tqdm  # part of the test extra, like pytest itself
 
     chapter = find_chapter(args.chapter)
-    root = Path(args.submissions)
-    if not root.is_dir():
-        print(f"course grade: {root} is not a directory of submissions")
+    root_dir = Path(args.submissions)
+    if not root_dir.is_dir():
+        print(f"course grade: {root_dir} is not a directory of submissions")
         return 2
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    folders = sorted(p for p in root_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    try:
+        folders = shard_of(folders, args.shard)
+    except ValueError as error:
+        print(f"course grade: {error}")
+        return 2
     if not folders:
-        print(f"course grade: {root} holds no submission folders")
+        print(f"course grade: {root_dir} holds no submission folders" + (" in this shard" if args.shard else ""))
         return 1
+    root = course_root()
+    processes.become_subreaper()
+    isolate = not args.no_sandbox
+    if isolate and bubblewrap() is None:
+        print("course grade: bubblewrap (bwrap) is not installed: each submission runs in a throwaway copy with "
+              "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
+    seeds = [None] if args.seed is None else [None, args.seed]
+    expected = [e for e in expected_scenarios(chapter, root) if e.generated]
+    plans = {e.generated: [p for s in seeds for p in differential.draw_plans(chapter.module, e.generated, seed=s)]
+             for e in expected}
+    wanted = {key: differential.expected_renders(chapter.module, key, section_plans)
+              for key, section_plans in plans.items()}
+    results = Path(args.results) if args.results else None
+    if results is not None:
+        results.mkdir(parents=True, exist_ok=True)
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
-        pending = [pool.submit(grade_one, chapter, folder, args.timeout) for folder in folders]
+        pending = [pool.submit(grade_one, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
+                               isolate=isolate, plans=plans, wanted=wanted, results=results) for folder in folders]
         try:
             for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",
                              unit="submission"):
                 grades.append(done.result())
         except KeyboardInterrupt:
-            pool.shutdown(cancel_futures=True)  # the submissions already running end at their time limit
+            pool.shutdown(cancel_futures=True)
             raise
+        finally:
+            processes.end_strays()
+    return finish(chapter, grades, args)
+
+
+def finish(chapter: Chapter, grades: list[Grade], args: argparse.Namespace) -> int:
     grades.sort(key=lambda g: g.submission)
     names = list(dict.fromkeys(name for g in grades for name in g.scenarios))
-    for g in grades:
-        if g.status == "timeout":  # the scenarios after the one that hung never ran
-            g.scenarios = {name: g.scenarios.get(name, "not run") for name in names}
-            g.total = len(names)
     outputs = [out for out in (args.out, args.json) if out]
     for out in outputs:
-        write_table(grades, names, out, as_json=out == args.json or out.endswith(".json"))
+        write_table(chapter, grades, names, out, as_json=out == args.json or out.endswith(".json"))
+    width = max(24, *(len(g.submission) + 1 for g in grades))
     for g in grades:
-        print(f"{g.submission:<24} {g.status:<8} {g.passed:>3}/{g.total:<3} {g.problem}")
+        points = f"{g.points:g}/{g.max_points:g}" if g.max_points else ""
+        print(f"{g.submission:<{width}} {g.status:<8} {g.passed:>3}/{g.total:<3} {points:>9}  {g.problem}")
     if outputs:
         print(f"\nwrote {', '.join(outputs)}")
     return 0
 
 
-def write_table(grades: list[Grade], names: list[str], out: str, *, as_json: bool) -> None:
+def write_table(chapter: Chapter, grades: list[Grade], names: list[str], out: str, *, as_json: bool) -> None:
     path = Path(out)
     if as_json:
-        rows = [{"submission": g.submission, "status": g.status, "passed": g.passed, "total": g.total,
-                 "problem": g.problem, "scenarios": g.scenarios} for g in grades]
-        path.write_text(json.dumps(rows, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        data = {"chapter": chapter.number, "grades": [asdict(g) for g in grades]}
+        path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
         return
+    sections = list(dict.fromkeys(s for g in grades for s in g.sections))
     with path.open("w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
-        writer.writerow(["submission", "status", "passed", "total", "problem", *names])
+        writer.writerow(["submission", "status", "passed", "total", "points", "max_points", "problem",
+                         *(f"points: {s}" for s in sections), *names])
         for g in grades:
-            writer.writerow([g.submission, g.status, g.passed, g.total, g.problem,
+            writer.writerow([g.submission, g.status, g.passed, g.total, g.points, g.max_points, g.problem,
+                             *(g.sections.get(s, ["", ""])[0] for s in sections),
                              *(g.scenarios.get(name, "") for name in names)])
 
 
+def merge(args: argparse.Namespace) -> int:
+    """Join the JSON tables of several shards into one table, as if graded in one run."""
+    grades: list[Grade] = []
+    chapters = set()
+    for part in args.parts:
+        data = json.loads(Path(part).read_text(encoding="utf-8"))
+        chapters.add(data["chapter"])
+        grades += [Grade(**row) for row in data["grades"]]
+    if len(chapters) != 1:
+        print(f"course grade merge: the parts grade different chapters ({', '.join(sorted(chapters))})")
+        return 2
+    seen = [g.submission for g in grades]
+    if len(seen) != len(set(seen)):
+        print("course grade merge: a submission appears in more than one part")
+        return 2
+    return finish(find_chapter(chapters.pop()), grades, args)
+
+
 def register(commands) -> None:
-    parser = commands.add_parser("grade", help="instructors: grade a folder of submissions into one table")
-    parser.add_argument("chapter", metavar="NN", help="the chapter number, e.g. 07")
-    parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="one folder per submission")
+    parser = commands.add_parser(
+        "grade", help="instructors: grade a folder of submissions into one table (or: grade merge PART.json ...)",
+        usage="course grade NN SUBMISSIONS_DIR [options]\n       course grade merge PART.json [PART.json ...] [--out FILE]")
+    parser.add_argument("words", nargs="+", metavar="NN SUBMISSIONS_DIR | merge PART.json ...")
     parser.add_argument("--out", metavar="FILE", help="write the table to FILE (CSV; JSON if FILE ends in .json)")
-    parser.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission (default 60)")
+    parser.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE (what `grade merge` reads)")
+    parser.add_argument("--results", metavar="DIR", help="write each submission's results (per scenario) to DIR/NAME.json")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission in all (default 60)")
+    parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds per scenario (default 10)")
+    parser.add_argument("--seed", type=int, default=None, help="add generated plans drawn from this secret seed")
+    parser.add_argument("--shard", metavar="K/N", help="grade only the K-th of N slices of the submissions")
     parser.add_argument("--jobs", type=int, default=None, help="submissions at a time (default: the cores)")
-    parser.set_defaults(handler=grade)
+    parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap even where installed")
+    parser.set_defaults(handler=_grade_or_merge)
+
+
+def _grade_or_merge(args: argparse.Namespace) -> int:
+    if args.words[0] == "merge":
+        args.parts = args.words[1:]
+        if not args.parts:
+            print("course grade merge: name the --json tables of the shards to join")
+            return 2
+        return merge(args)
+    if len(args.words) != 2:
+        print("course grade: usage: course grade NN SUBMISSIONS_DIR [options] | course grade merge PART.json ...")
+        return 2
+    args.chapter, args.submissions = args.words
+    return grade(args)

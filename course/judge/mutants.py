@@ -24,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import checkpoints
@@ -110,9 +111,11 @@ class Outcome:
     chapter: str
     variant: str
     failed: list[str]
-    """The failing tests, relative to the test module (`TestX::test_y[param]`): the variant's signature."""
+    """The failing tests, relative to the test module (`TestX::test_y[param]`)."""
     passed: int
     error: str | None = None
+    evidence: dict[str, str] = field(default_factory=dict)
+    """What each failing test showed (`evidence_key`): the variant's signature."""
     """Why the variant could not be judged (a stale patch, a pytest usage error, a timeout)."""
 
     @property
@@ -134,23 +137,75 @@ class Selection:
         return args + ([f"-k={self.keyword}"] if self.keyword else [])
 
 
+def evidence_key(*, generated: bool, status: str, divergence: dict | None, problem: str | None,
+                 broken: list[str] = ()) -> str:
+    """What a failing scenario shows, reduced to what identifies a mistake: the first divergent line
+    of a snapshot and the promises the run broke, the kind of exception, or (for a generated section,
+    whose failing plan depends on how it was searched) only that it failed."""
+    if generated:
+        return "generated"
+    if divergence:
+        key = f"{divergence['section']} {divergence['index']}: {divergence['expected']} → {divergence['got']}"
+        return key + "".join(f" | {line}" for line in broken)
+    if status == "timeout":
+        return "timeout"
+    kind = (problem or "").split(":", 1)[0].strip() or "?"
+    return f"{'error' if status == 'error' else 'failed'}: {kind}"
+
+
+def evidence_of(verdicts) -> dict[str, str]:
+    """A judged chapter's failures as evidence: scenario -> `evidence_key`."""
+    return {v.scenario: evidence_key(generated=v.scenario.startswith("test_generated["), status=v.status,
+                                     divergence=v.divergence, problem=v.problem, broken=v.broken)
+            for v in verdicts if not v.passed}
+
+
 class _Failures:
-    """A pytest plugin collecting which tests failed (in any phase) and how many passed."""
+    """A pytest plugin collecting which tests failed (in any phase), with their evidence, and how many passed."""
 
     def __init__(self) -> None:
         self.failed: list[str] = []
+        self.evidence: dict[str, str] = {}
         self.passed = 0
 
-    def pytest_runtest_logreport(self, report) -> None:
-        name = report.nodeid.split("::", 1)[-1]
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        name = item.nodeid.split("::", 1)[-1]
         if report.failed and name not in self.failed:
             self.failed.append(name)
+            self.evidence[name] = _evidence_in_process(item, call)
         elif report.passed and report.when == "call":
             self.passed += 1
+        return report
+
+    pytest_runtest_makereport.pytest_impl = {"wrapper": True}  # what @pytest.hookimpl(wrapper=True) sets
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
             self.failed.append(f"<collection of {report.nodeid}>")
+            self.evidence[f"<collection of {report.nodeid}>"] = "error: collection"
+
+
+def _evidence_in_process(item, call) -> str:
+    """`evidence_key` of a test that failed in this process (syrupy's comparison, or an exception)."""
+    from course.judge.differential import broken_lines
+    from course.judge.timeline import first_divergence
+
+    name = item.nodeid.split("::", 1)[-1]
+    assertion = getattr(item, "funcargs", {}).get("snapshot")
+    for result in (getattr(assertion, "executions", None) or {}).values():
+        if not result.success and result.recalled_data is not None:
+            found = first_divergence(str(result.recalled_data), str(result.asserted_data))
+            if found is not None:
+                divergence = {"section": found.section, "index": found.index, "expected": found.expected,
+                              "got": found.actual}
+                return evidence_key(generated=False, status="failed", divergence=divergence, problem=None,
+                                    broken=broken_lines(str(result.asserted_data)))
+    excinfo = call.excinfo
+    problem = f"{excinfo.typename}: " if excinfo is not None else ""
+    timeout = excinfo is not None and str(excinfo.value).startswith("Timeout (>")
+    return evidence_key(generated=name.startswith("test_generated["), status="timeout" if timeout else "error",
+                        divergence=None, problem=problem)
 
 
 def judge(chapter: Chapter, name: str, directory: Path, selection: Selection = Selection()) -> Outcome:
@@ -178,7 +233,7 @@ def judge(chapter: Chapter, name: str, directory: Path, selection: Selection = S
     error = None
     if code not in (0, 1) or (code == 1 and not failures.failed):
         error = f"pytest exited {int(code)}: " + " | ".join(output.getvalue().strip().splitlines()[-3:])
-    return Outcome(chapter.number, name, failures.failed, failures.passed, error)
+    return Outcome(chapter.number, name, failures.failed, failures.passed, error, failures.evidence)
 
 
 def _worker() -> None:
@@ -286,15 +341,15 @@ def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, sele
     return run_variants(chosen, selection=selection, jobs=jobs, timeout=timeout)
 
 
-def load_signatures() -> dict[str, dict[str, list[str]]]:
-    """Chapter number -> variant name -> the tests that variant fails (committed with the gallery)."""
+def load_signatures() -> dict[str, dict[str, dict[str, str]]]:
+    """Chapter number -> variant name -> {failing test: its evidence} (committed with the gallery)."""
     return json.loads(SIGNATURES.read_text(encoding="utf-8"))
 
 
-def signatures_of(outcomes: list[Outcome]) -> dict[str, dict[str, list[str]]]:
-    found: dict[str, dict[str, list[str]]] = {}
+def signatures_of(outcomes: list[Outcome]) -> dict[str, dict[str, dict[str, str]]]:
+    found: dict[str, dict[str, dict[str, str]]] = {}
     for outcome in outcomes:
-        found.setdefault(outcome.chapter, {})[outcome.variant] = sorted(outcome.failed)
+        found.setdefault(outcome.chapter, {})[outcome.variant] = dict(sorted(outcome.evidence.items()))
     return found
 
 
@@ -305,23 +360,28 @@ def write_signatures(outcomes: list[Outcome]) -> None:
     SIGNATURES.write_text(json.dumps(ordered, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
-def diagnose(chapter_number: str, failed: set[str]) -> list[tuple[str, str]]:
-    """(variant name, hint) for the known mistakes whose failure signature matches `failed`.
+def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, str]]:
+    """(variant name, hint) for the known mistakes the evidence identifies.
 
-    A variant matches when its signature is exactly the failing tests. Failing that, a student
-    with several known mistakes at once is recognised when the failures are exactly the union of
-    the largest signatures they contain; otherwise the failures are not explained and nothing is said.
+    `evidence` is {failing scenario: `evidence_key`}. A variant matches when its signature is exactly
+    that: the same failing scenarios, each with the same first divergence (or kind of exception).
+    Failing that, several known mistakes at once are recognised when the evidence is exactly the
+    union of the largest signatures it contains. Otherwise nothing is said: a guess is worse than none.
     """
     chapter = find_chapter(chapter_number)
-    failed = {name.split(".py::", 1)[-1] for name in failed}  # full node ids work too
-    signatures = {name: set(tests) for name, tests in load_signatures().get(chapter.number, {}).items() if tests}
-    if not failed:
+    evidence = {name.split(".py::", 1)[-1]: key for name, key in evidence.items()}  # full node ids work too
+    signatures = {name: tests for name, tests in load_signatures().get(chapter.number, {}).items()
+                  if isinstance(tests, dict) and tests}
+    if not evidence:
         return []
-    matched = [name for name, tests in signatures.items() if tests == failed]
+    matched = [name for name, tests in signatures.items() if tests == evidence]
     if not matched:
-        inside = [name for name, tests in signatures.items() if tests <= failed]
-        matched = [n for n in inside if not any(signatures[n] < signatures[m] for m in inside)]
-        if set().union(*(signatures[n] for n in matched)) != failed:
+        inside = [name for name, tests in signatures.items() if tests.items() <= evidence.items()]
+        matched = [n for n in inside if not any(signatures[n].items() < signatures[m].items() for m in inside)]
+        union: dict[str, str] = {}
+        for name in matched:
+            union.update(signatures[name])
+        if union != evidence:
             return []
     return [(v.name, v.full_hint) for v in variants(chapter) if v.name in matched]
 
@@ -336,7 +396,7 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
     lines.append(f"{'variant':<{width}}  killed by")
     first_with: dict[tuple[str, ...], str] = {}
     for outcome in outcomes:
-        same = first_with.setdefault(tuple(sorted(outcome.failed)), outcome.variant)
+        same = first_with.setdefault(tuple(sorted(outcome.evidence.items())), outcome.variant)
         if outcome.error is not None:
             verdict = f"ERROR: {outcome.error}"
         elif not outcome.failed:
@@ -346,7 +406,7 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
             more = f" (+{len(outcome.failed) - 2} more)" if len(outcome.failed) > 2 else ""
             verdict = f"{len(outcome.failed)}: {shown}{more}"
             if same != outcome.variant:  # diagnosis cannot tell these two apart
-                verdict += f"  (same tests as {same})"
+                verdict += f"  (same evidence as {same})"
         lines.append(f"{outcome.variant:<{width}}  {verdict}")
     if any(o.error is None and not o.failed for o in outcomes):
         lines += ["", "A variant that survives is a gap in the tests: add the scenario or assertion that fails it."]

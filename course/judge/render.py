@@ -63,7 +63,16 @@ def render_raised(record: dict) -> str:
     return f"raises {record.get('raised')}: {message}\n"
 
 
-RENDERERS = {"loop-run": render_loop_run, "raised": render_raised}
+def render_stopped(record: dict) -> str:
+    """A plan whose run crashed the recorder or ran past its time limit."""
+    where = f" at {record['where']}" if record.get("where") else ""
+    if record.get("kind") == "timed out":
+        return f"## record\ntimed out: {record.get('message')}{where}\n"
+    return f"## record\nthe run crashed: {record.get('raised')}: {record.get('message')}{where}\n"
+
+
+RENDERERS = {"loop-run": render_loop_run, "raised": render_raised, "timed out": render_stopped,
+             "crashed": render_stopped}
 
 
 def render_record(record: Any) -> str:

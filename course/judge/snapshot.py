@@ -28,3 +28,17 @@ class RunSnapshotExtension(SingleFileSnapshotExtension):
             yield from divergence.describe().splitlines()
             yield ""
         yield from super().diff_lines(serialized_data, snapshot_data)
+
+
+def snapshot_assertion(request):
+    """syrupy's `snapshot` fixture, with this extension: one readable text file per scenario."""
+    from syrupy.assertion import SnapshotAssertion
+    from syrupy.location import PyTestLocation
+
+    return SnapshotAssertion(
+        update_snapshots=request.config.option.update_snapshots,
+        update_new_snapshots_only=getattr(request.config.option, "update_new_snapshots_only", False),
+        extension_class=RunSnapshotExtension,
+        test_location=PyTestLocation(request.node),
+        session=request.session.config._syrupy,
+    )

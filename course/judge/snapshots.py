@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.manifest import CHAPTERS, Chapter, find_chapter
-from course.judge.testrun import course_root, run_tests
+from course.judge.session import judge_chapter
+from course.judge.testrun import course_root, default_implementation, run_pytest
 from course.judge.timeline import first_divergence
 
 
@@ -38,7 +39,7 @@ def update(args: argparse.Namespace) -> int:
     chapters = _chapters(args.chapter)
     root = course_root()
     before = {c.number: _digests(root / c.snapshot_dir) for c in chapters}
-    run = run_tests(chapters, None, extra=["--snapshot-update"])
+    run = run_pytest(chapters, extra=["--snapshot-update"])
     for chapter in chapters:
         old, new = before[chapter.number], _digests(root / chapter.snapshot_dir)
         changes = {
@@ -57,41 +58,49 @@ def update(args: argparse.Namespace) -> int:
 
 
 def verify(args: argparse.Namespace) -> int:
-    """Run the chapters' tests `--runs` times under different task start orders; every run must pass
-    and render every scenario exactly as the first run did."""
+    """Judge the chapters `--runs` times under different task start orders; every run must pass and
+    render every scenario exactly as the first run did."""
     if args.runs < 2:
         print("course snapshots verify: --runs must be at least 2 (runs are compared with the first)")
         return 2
     chapters = _chapters(args.chapter)
+    implementation = default_implementation(args.impl)
+    location = str(Path(implementation).resolve()) if implementation else None
+    root = course_root()
+
+    def judged(seed: int) -> list:
+        return [(chapter, judge_chapter(chapter, location, root=root, extra=[f"--schedule-seed={seed}"]))
+                for chapter in chapters]
+
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        runs = list(pool.map(lambda seed: run_tests(chapters, args.impl, extra=[f"--schedule-seed={seed}"]),
-                             range(args.runs)))
-    first = {s.file + "::" + s.scenario: s for s in runs[0].scenarios}
-    differences = 0
-    for seed, run in enumerate(runs):
+        runs = list(pool.map(judged, range(args.runs)))
+    first = {(c.number, v.scenario): v for c, run in runs[0] for v in run.verdicts}
+    differences = failed_runs = 0
+    for seed, chapter_runs in enumerate(runs):
         order = "asyncio's own start order" if seed == 0 else f"start order seed {seed}"
-        if not run.passed:
-            print(f"run {seed + 1} ({order}): {run.describe_exit()}")
-        for scenario in run.scenarios:
-            key = scenario.file + "::" + scenario.scenario
-            if not scenario.passed:
-                print(f"  {scenario.status}: {key}")
-            baseline = first.get(key)
-            if seed == 0 or baseline is None or baseline.renders == scenario.renders:
-                continue
-            differences += 1
-            print(f"run {seed + 1} ({order}) renders {key} differently from run 1:")
-            for was, now in zip(baseline.renders, scenario.renders):
-                divergence = first_divergence(was, now)
-                if divergence is not None:
-                    print(f"  first divergence in {divergence.section}, line {divergence.index}:")
-                    print(f"    run 1:    {divergence.expected or '(nothing)'}")
-                    print(f"    run {seed + 1}:    {divergence.actual or '(nothing)'}")
-                    break
-    total = len(runs[0].scenarios)
-    if differences or not all(run.passed for run in runs):
-        print(f"\nnot deterministic: {differences} rendered runs differ, "
-              f"{sum(not run.passed for run in runs)} of {len(runs)} runs failed")
+        failing = [(c, v) for c, run in chapter_runs for v in run.verdicts if not v.passed]
+        if failing:
+            failed_runs += 1
+            print(f"run {seed + 1} ({order}): {len(failing)} scenario(s) failed")
+        for chapter, verdict in failing:
+            print(f"  failed: {chapter.test_file}::{verdict.scenario}")
+        for chapter, run in chapter_runs:
+            for verdict in run.verdicts:
+                baseline = first.get((chapter.number, verdict.scenario))
+                if seed == 0 or baseline is None or baseline.renders == verdict.renders:
+                    continue
+                differences += 1
+                print(f"run {seed + 1} ({order}) renders {chapter.test_file}::{verdict.scenario} differently from run 1:")
+                for was, now in zip(baseline.renders, verdict.renders):
+                    divergence = first_divergence(was, now)
+                    if divergence is not None:
+                        print(f"  first divergence in {divergence.section}, line {divergence.index}:")
+                        print(f"    run 1:    {divergence.expected or '(nothing)'}")
+                        print(f"    run {seed + 1}:    {divergence.actual or '(nothing)'}")
+                        break
+    total = len(first)
+    if differences or failed_runs:
+        print(f"\nnot deterministic: {differences} rendered runs differ, {failed_runs} of {len(runs)} runs failed")
         return 1
     print(f"deterministic: {total} scenarios rendered identically in {len(runs)} runs under different task start orders")
     return 0

@@ -22,6 +22,8 @@ REFERENCE_PACKAGE = "checkpoints"
 IMPL_ENV = "TINY_PI_IMPL"
 CHAIN_ENV = "TINY_PI_IMPL_CHAIN"
 _STUDENT_PACKAGE = "tiny_pi_student"
+STUDENT_DIRECTORY = "student"
+"""Where `course start` writes a student's modules; judged by default when it exists."""
 
 
 class ImplementationError(Exception):
@@ -69,6 +71,21 @@ class Implementation:
         if self.directory is None:
             return "reference checkpoints"
         return f"{self.directory}{' (whole chain)' if self.chain else ' (reference carry-forward)'}"
+
+    def describe_chapters(self) -> str:
+        """Which code each chapter runs: `student/ — ch06 reference, ch07 yours, ...`."""
+        from course.manifest import CHAPTERS
+
+        if self.directory is None:
+            return "the reference checkpoints (no student code: run `course start NN` to write your own)"
+        per_chapter = ", ".join(f"{c.keyword} {'yours' if self.provides(c.module) else 'reference'}" for c in CHAPTERS)
+        return f"{self.describe()} — {per_chapter}"
+
+    def written_modules(self) -> list[str]:
+        """The chapter modules the student wrote."""
+        from course.manifest import CHAPTERS
+
+        return [c.module for c in CHAPTERS if self.provides(c.module)]
 
     def provides(self, module: str) -> bool:
         """Whether the student wrote this chapter (else the reference stands in)."""

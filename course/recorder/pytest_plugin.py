@@ -1,5 +1,11 @@
-"""pytest options of the course: which implementation the chapter tests judge, the per-scenario
-report the `course` commands read back, and the seeded task start order `course snapshots verify` varies."""
+"""pytest options of the course: which implementation the chapter tests judge, the record mode in
+which `course check` and `course grade` run a student's code, and the seeded task start order
+`course snapshots verify` varies.
+
+In record mode (`--course-record=FILE`) nothing is judged here: each scenario's snapshot assertions
+and each generated plan's run are written to FILE as JSON lines, as they happen, and the judge
+(`course.judge.session`), in another process, decides every verdict from them.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,18 @@ import itertools
 import json
 import os
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from course.recorder import impl
-from course.judge.timeline import first_divergence
+from course.recorder.limits import PlanTimedOut, time_limit
+from course.recorder.record import jsonable
+
+PLAN_TIMEOUT = 5.0
+"""Seconds one generated plan may take (the reference needs milliseconds)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,7 +37,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--impl-chain", action="store_true", default=bool(os.environ.get(impl.CHAIN_ENV)),
                     help=f"earlier chapters imported by the student's modules are the student's too "
                          f"(also ${impl.CHAIN_ENV}=1)")
-    _add_course_options(parser)
+    group.addoption("--course-record", default=None, metavar="FILE",
+                    help="record mode: write every scenario's runs to FILE as JSON lines and judge nothing")
+    group.addoption("--course-plans", default=None, metavar="FILE",
+                    help="record mode: the generated plans to run, per section (JSON written by the judge)")
+    group.addoption("--course-forbid", default=None, metavar="MODULES",
+                    help="record mode: comma-separated modules whose import is refused and recorded as a flag")
+    group.addoption("--schedule-seed", type=int, default=None, metavar="N",
+                    help="start concurrent tasks in an order derived from N (0 = asyncio's own order); "
+                         "what `course snapshots verify` varies")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # pytest picks its root directory from the command line before any plugin's options are
         # known, so a separate DIR after --impl is read as the directory under test.
         raise pytest.UsageError(f"write --impl={location} (with '='), or set {impl.IMPL_ENV}={location}")
+    if location is None and (config.rootpath / impl.STUDENT_DIRECTORY).is_dir() and _judges_chapters(config):
+        location = str(config.rootpath / impl.STUDENT_DIRECTORY)  # the one rule: --impl, $TINY_PI_IMPL, student/
     if location and config.getoption("update_snapshots", default=False):
         raise pytest.UsageError(
             "--snapshot-update with a student implementation is refused: snapshots belong to the reference. "
@@ -45,141 +66,202 @@ def pytest_configure(config: pytest.Config) -> None:
     except impl.ImplementationError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[_IMPL_KEY] = chosen
-    if config.getoption("--course-report"):
-        config.pluginmanager.register(ScenarioReport(config.getoption("--course-report"), chosen), "course-report")
+    if config.getoption("--course-record"):
+        recording = Recording(config.getoption("--course-record"), config.getoption("--course-plans"), chosen)
+        config.stash[_RECORDING_KEY] = recording
+        config.pluginmanager.register(recording, "course-record")
+        forbidden = [m for m in (config.getoption("--course-forbid") or "").split(",") if m]
+        if forbidden:
+            sys.meta_path.insert(0, ForbiddenImports(forbidden, recording))
     if config.getoption("--schedule-seed"):
         config.pluginmanager.register(StartOrderShuffle(config.getoption("--schedule-seed")), "course-schedule")
 
 
+def _judges_chapters(config: pytest.Config) -> bool:
+    """Whether this run is the course's own (its tests/ holds the chapter tests), not another project's."""
+    return (config.rootpath / "tests" / "conftest.py").is_file() and (config.rootpath / "checkpoints").is_dir()
+
+
 _IMPL_KEY = pytest.StashKey[impl.Implementation]()
+_RECORDING_KEY = pytest.StashKey["Recording"]()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"tiny-pi implementation: {config.stash[_IMPL_KEY].describe()}"
+    return f"tiny-pi implementation: {config.stash[_IMPL_KEY].describe_chapters()}"
 
 
-# --- What the `course` commands read back from a test run -------------------------------------
-# `course check`, `status`, `grade` and `snapshots verify` run pytest in a child process with
-# --course-report=FILE and read one JSON record per scenario from FILE; whether the chapter passes
-# is decided by that process's exit code, not by this report.
+def recording(config: pytest.Config) -> Recording | None:
+    """The recorder of a `--course-record` run (the judge decides elsewhere), or None under plain pytest."""
+    return config.stash.get(_RECORDING_KEY, None)
 
 
-def _add_course_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("tiny-pi course")
-    group.addoption("--course-report", default=None, metavar="FILE",
-                    help="write one JSON record per scenario to FILE (what `course check` reads)")
-    group.addoption("--schedule-seed", type=int, default=None, metavar="N",
-                    help="start concurrent tasks in an order derived from N (0 = asyncio's own order); "
-                         "what `course snapshots verify` varies")
+def scenario_snapshot(request: pytest.FixtureRequest):
+    """The `snapshot` fixture: syrupy's, in the chapter's notation; in record mode, a recorder."""
+    recorder = recording(request.config)
+    if recorder is not None:
+        return SnapshotRecorder(recorder, request.node)
+    from course.judge.snapshot import snapshot_assertion  # the judge's comparison: plain pytest only
+
+    return snapshot_assertion(request)
 
 
-class ScenarioReport:
-    """Records, per scenario: status, section, purpose, first divergence, problem and rendered runs."""
+# --- Record mode: what `course check` and `course grade` read back --------------------------------
+# One JSON object per line, written as it happens (a run killed at its time limit still tells what
+# it reached): {"scenario": id, "event": "start"} | {"scenario", "snapshot": n, "record"} |
+# {"scenario", "plan": i, "event": "start"} | {"scenario", "plan": i, "record"} |
+# {"scenario", "event": "end", "outcome", "problem", "where", "output"} | {"importError": {...}} |
+# {"collectionError": {...}} | {"flag": "..."}. The judge trusts none of it beyond what it shows.
 
-    def __init__(self, path: str, implementation: impl.Implementation) -> None:
-        self.path = Path(path)
+OUTPUT_LINES = 40
+"""How many lines of a scenario's own output (print, logging) a record keeps."""
+
+
+class Recording:
+    def __init__(self, path: str, plans: str | None, implementation: impl.Implementation) -> None:
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the whole session)
+        self.plans = json.loads(Path(plans).read_text(encoding="utf-8")) if plans else None
         self.implementation = implementation
-        self.records: dict[str, dict] = {}
-        self.collection_errors: list[dict] = []
+        self.snapshots: dict[str, int] = {}
+
+    def write(self, line: dict) -> None:
+        try:
+            self.file.write(json.dumps(jsonable(line), ensure_ascii=False) + "\n")
+            self.file.flush()
+        except (OSError, ValueError):
+            pass  # the file was closed or the disk is full: what is missing, the judge counts as missing
+
+    @staticmethod
+    def scenario(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[-1]
+
+    def snapshot(self, item: pytest.Item, value) -> None:
+        name = self.scenario(item)
+        index = self.snapshots.get(name, 0)
+        self.snapshots[name] = index + 1
+        record = value.record() if hasattr(value, "record") and callable(value.record) else value
+        self.write({"scenario": name, "snapshot": index, "record": record})
+
+    def run_generated(self, item: pytest.Item, module: str, section: str) -> None:
+        import asyncio
+
+        from course.recorder import scenarios
+        from course.runtime.clock import StepClock, use_clock
+
+        name = self.scenario(item)
+        plans = ((self.plans or {}).get("sections") or {}).get(section, [])
+        runner = scenarios.for_chapter(module).run_plan
+        loop = asyncio.Runner()
+        for index, plan in enumerate(plans):
+            self.write({"scenario": name, "plan": index, "event": "start"})
+            with use_clock(StepClock()):
+                try:
+                    with time_limit(PLAN_TIMEOUT, f"plan {index + 1}"):
+                        record = loop.run(runner(plan, impl.load_checkpoint))
+                except PlanTimedOut as stopped:  # this plan is a timeout; the section's other plans still run
+                    record = {"kind": "timed out", "message": str(stopped), "where": _where(stopped, self.implementation)}
+                    loop.close()
+                    loop = asyncio.Runner()
+                except Exception as error:  # the plan's runner failed on this implementation: that is its record
+                    record = {"kind": "crashed", "raised": type(error).__name__, "message": str(error)[:500],
+                              "where": _where(error, self.implementation)}
+            self.write({"scenario": name, "plan": index, "record": record})
+        loop.close()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """A module that does not import is reported once, before any scenario, with file and line."""
+        for module in self.implementation.written_modules():
+            self.write({"event": "importing", "module": module})
+            try:
+                self.implementation.load(module)
+            except BaseException as error:  # SyntaxError, ImportError, SystemExit, anything at import
+                self.write({"importError": import_problem(module, error, self.implementation)})
+            self.write({"event": "imported", "module": module})
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        self.write({"scenario": nodeid.split("::", 1)[-1], "event": "start"})
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        record = self.records.setdefault(item.nodeid, _new_record(item))
-        if report.when == "call":
-            record["renders"] = [result.asserted_data for result in _snapshot_results(item)]
-        if report.failed and record["status"] in ("passed", "pending"):
-            assertion = report.when == "call" and call.excinfo.errisinstance(AssertionError)
-            record["status"] = "failed" if assertion else "error"
-            record.update(_what_went_wrong(item, call, self.implementation))
-        elif report.skipped:
-            record["status"] = "skipped"
-        elif report.when == "call" and record["status"] == "pending":
-            record["status"] = "passed"
-        if report.when != "call":
-            self.write()  # as it goes: a run killed at its time limit still tells what it reached
+        if report.failed or report.when == "call" or report.skipped:
+            line = {"scenario": self.scenario(item), "event": "end", "phase": report.when,
+                    "outcome": "skipped" if report.skipped else ("passed" if report.passed else "failed")}
+            if call.excinfo is not None and not report.skipped:
+                line["problem"] = _problem(call.excinfo)
+                line["where"] = _where(call.excinfo.value, self.implementation)
+            output = (report.capstdout or "") + (report.capstderr or "")
+            if output.strip():
+                lines = output.rstrip().splitlines()
+                line["output"] = lines[:OUTPUT_LINES]
+                line["outputLines"] = len(lines)
+            self.write(line)
         return report
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             lines = report.longreprtext.strip().splitlines()
-            self.collection_errors.append({"where": report.nodeid, "problem": lines[-1] if lines else "?"})
+            self.write({"collectionError": {"where": report.nodeid, "problem": lines[-1] if lines else "?"}})
 
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.write(int(exitstatus))
-
-    def write(self, exit_status: int | None = None) -> None:
-        self.path.write_text(json.dumps({
-            "implementation": self.implementation.describe(),
-            "exitStatus": exit_status,
-            "scenarios": list(self.records.values()),
-            "collectionErrors": self.collection_errors,
-        }, ensure_ascii=False), encoding="utf-8")
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.write({"event": "finished"})
+        self.file.close()
 
 
-def _new_record(item: pytest.Item) -> dict:
-    section = item.get_closest_marker("section")
-    return {
-        "scenario": item.nodeid.split("::", 1)[-1],
-        "file": item.nodeid.split("::", 1)[0],
-        "section": section.args[0] if section else None,
-        "purpose": _purpose(item),
-        "status": "pending",
-        "divergence": None,
-        "problem": None,
-        "where": None,
-        "renders": [],
-    }
+class SnapshotRecorder:
+    """Stands where syrupy's assertion stands: `assert value == snapshot` records `value` and holds."""
+
+    def __init__(self, recording: Recording, item: pytest.Item) -> None:
+        self.recording, self.item = recording, item
+
+    def __eq__(self, other) -> bool:
+        self.recording.snapshot(self.item, other)
+        return True
+
+    __hash__ = None
 
 
-def _purpose(item: pytest.Item) -> str | None:
-    """The test's one-line docstring; `{row}` in it becomes the parameter `row` of this case."""
-    doc = getattr(getattr(item, "function", None), "__doc__", None)
-    if not doc:
+class ForbiddenImports:
+    """Refuses the modules a graded submission must not reach (the chapter's reference, the judge),
+    and records that it tried."""
+
+    def __init__(self, modules: list[str], recording: Recording) -> None:
+        self.modules, self.recording = modules, recording
+
+    def find_spec(self, fullname, path=None, target=None):
+        if any(fullname == m or fullname.startswith(m + ".") for m in self.modules):
+            self.recording.write({"flag": f"tried to import {fullname}"})
+            raise ImportError(f"{fullname} is not available to a graded submission")
         return None
-    line = doc.strip().splitlines()[0]
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    try:
-        return line.format_map(params)
-    except (KeyError, IndexError, ValueError):
-        return line
 
 
-def _snapshot_results(item: pytest.Item) -> list:
-    assertion = getattr(item, "funcargs", {}).get("snapshot")
-    executions = getattr(assertion, "executions", None)
-    return list(executions.values()) if executions else []
+def import_problem(module: str, error: BaseException, implementation: impl.Implementation) -> dict:
+    """Where and why a chapter module failed to import: file, line and the message, in one block."""
+    if isinstance(error, SyntaxError):
+        return {"module": module, "file": error.filename, "line": error.lineno,
+                "problem": f"SyntaxError: {error.msg}", "text": (error.text or "").rstrip()}
+    where = _where(error, implementation)
+    file, _, line = (where or "").rpartition(":")
+    return {"module": module, "file": file or None, "line": int(line) if line.isdigit() else None,
+            "problem": f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}".rstrip(": ")}
 
 
-def _what_went_wrong(item: pytest.Item, call: pytest.CallInfo, implementation: impl.Implementation) -> dict:
-    found: dict = {}
-    for result in _snapshot_results(item):
-        if result.success:
-            continue
-        if result.recalled_data is None:
-            found["problem"] = "no snapshot is stored for this scenario (an instructor runs `course snapshots update`)"
-        else:
-            divergence = first_divergence(str(result.recalled_data), str(result.asserted_data))
-            if divergence is not None:
-                found["divergence"] = {"section": divergence.section, "index": divergence.index,
-                                       "expected": divergence.expected, "got": divergence.actual}
-        break
-    if call.excinfo is not None and "divergence" not in found and "problem" not in found:
-        message = str(call.excinfo.value).strip().splitlines()
-        found["problem"] = f"{call.excinfo.typename}: {message[0]}"[:300] if message else call.excinfo.typename
-    if call.excinfo is not None:
-        found["where"] = _where_in_implementation(call.excinfo, implementation)
-    return found
+def _problem(excinfo: pytest.ExceptionInfo) -> str:
+    message = str(excinfo.value).strip().splitlines()
+    return f"{excinfo.typename}: {message[0]}"[:300] if message else excinfo.typename
 
 
-def _where_in_implementation(excinfo: pytest.ExceptionInfo, implementation: impl.Implementation) -> str | None:
+def _where(error: BaseException, implementation: impl.Implementation) -> str | None:
     """The innermost traceback line inside the implementation under test, as `path:line`."""
     home = implementation.directory or Path(importlib.util.find_spec(impl.REFERENCE_PACKAGE).origin).parent
-    for entry in reversed(excinfo.traceback):
-        path = Path(str(entry.path))
+    found = None
+    tb = error.__traceback__
+    while tb is not None:
+        path = Path(tb.tb_frame.f_code.co_filename)
         if path.is_relative_to(home):
-            return f"{path}:{entry.lineno + 1}"
-    return None
+            found = f"{path}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
 
 
 class StartOrderShuffle:
@@ -222,11 +304,3 @@ async def _after_yields(coro, times: int):
         coro.close()  # cancelled before it began: close it, so it is not reported as never awaited
         raise
     return await coro
-
-
-def recording(config: pytest.Config):
-    """The recorder of a `--course-record` run (the judge decides elsewhere), or None under plain pytest."""
-    return config.stash.get(_RECORDING_KEY, None)
-
-
-_RECORDING_KEY = pytest.StashKey["Recording"]()

@@ -1,0 +1,181 @@
+"""Where a graded submission runs: a throwaway copy of the course without the answers, inside
+bubblewrap when it is installed, with resource limits and an environment of its own.
+
+The copy holds what the recorder needs and nothing the judge knows: `course/` without
+`course/judge/`, the earlier chapters' reference modules (carry-forward) but not the graded
+chapter's or later ones, `tests/` without its snapshots, and the submission in `student/`. Python
+starts without `site` (`-S`), with the copy and the interpreter's own site-packages on its path, so
+the editable install's import hook cannot lead back to the real checkout.
+
+Under bubblewrap (Debian package `bubblewrap`) the child sees a read-only system, the interpreter
+and the copy read-only, a private `/tmp`, its record directory as the only writable place, no
+network, its own process namespace (everything in it ends with it), and nothing else of the
+machine. Without bubblewrap only the limits below and the copy protect the grade: the child runs as
+the instructor's user and could read or write what that user can.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import site
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from course.judge.session import Child
+from course.manifest import CHAPTERS, Chapter
+
+MEMORY_LIMIT = 2 * 2**30
+"""Address space a submission's process may map (bytes)."""
+FILE_LIMIT = 64 * 2**20
+"""The largest file it may write (bytes): its records and its output included."""
+PROCESS_LIMIT = 64
+"""Processes its user may run at once (not enforced for root: bubblewrap's own namespace bounds those)."""
+OPEN_FILES = 256
+SUBMISSION_LIMIT = 8 * 2**20
+"""A submission folder's size at the most (bytes); larger ones are not copied whole."""
+MARK = "TINY_PI_GRADED"
+"""An environment variable every process of a submission inherits: how strays are found."""
+
+
+def bubblewrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _limits(cpu_seconds: int) -> None:
+    """In the child, before it executes: the resource limits of a graded submission."""
+    for limit, value in ((resource.RLIMIT_AS, MEMORY_LIMIT), (resource.RLIMIT_FSIZE, FILE_LIMIT),
+                         (resource.RLIMIT_NPROC, PROCESS_LIMIT), (resource.RLIMIT_NOFILE, OPEN_FILES),
+                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, cpu_seconds)):
+        try:
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):
+            pass  # a hard limit lower than ours already holds
+
+
+def _copy_course(root: Path, chapter: Chapter, target: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "__snapshots__", "judge", "wire")
+    shutil.copytree(root / "course", target / "course", ignore=ignore)
+    earlier = {c.module for c in CHAPTERS[: CHAPTERS.index(chapter)]}
+    (target / "checkpoints").mkdir()
+    for item in (root / "checkpoints").iterdir():
+        if item.name == "__init__.py" or (item.suffix == ".py" and item.stem in earlier):
+            shutil.copy(item, target / "checkpoints" / item.name)
+    (target / "tests").mkdir()
+    for item in (root / "tests").glob("*.py"):
+        if item.name == "conftest.py" or item.name == Path(chapter.test_file).name or not item.name.startswith("test_"):
+            shutil.copy(item, target / "tests" / item.name)
+    shutil.copy(root / "pyproject.toml", target / "pyproject.toml")
+
+
+def _copy_submission(folder: Path, target: Path) -> None:
+    target.mkdir()
+    total = 0
+    for item in sorted(folder.rglob("*")):
+        if item.is_symlink() or not item.is_file() or "__pycache__" in item.parts:
+            continue  # a link could point anywhere on the instructor's machine
+        total += item.stat().st_size
+        if total > SUBMISSION_LIMIT:
+            break
+        destination = target / item.relative_to(folder)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(item, destination)
+
+
+def _site_packages() -> list[str]:
+    found = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+    return list(dict.fromkeys(p for p in found if os.path.isdir(p)))
+
+
+@dataclass
+class Sandbox:
+    """Prepares one submission's copy and the command that runs the recorder on it."""
+
+    root: Path
+    """The course (the judge's checkout)."""
+    chapter: Chapter
+    folder: Path
+    """The submission."""
+    work: Path
+    """A fresh directory for this submission: its copy and its records."""
+    wall: float
+    """Seconds the whole run may take (also its CPU time limit)."""
+    isolate: bool = True
+    """Use bubblewrap when it is installed."""
+    token: str = ""
+
+    def __post_init__(self) -> None:
+        self.copy = self.work / "course"
+        self.out = self.work / "out"
+        self.copy.mkdir(parents=True)
+        self.out.mkdir()
+        _copy_course(self.root, self.chapter, self.copy)
+        _copy_submission(self.folder, self.copy / "student")
+        self.home = self.work / "home"
+        self.home.mkdir()
+
+    @property
+    def implementation(self) -> str:
+        return str(self.copy / "student")
+
+    @property
+    def forbidden(self) -> list[str]:
+        later = [c.module for c in CHAPTERS[CHAPTERS.index(self.chapter):]]
+        return [*(f"checkpoints.{m}" for m in later), "course.judge"]
+
+    def prepare(self, command: list[str], scratch: Path) -> Child:
+        """The recorder's command, rewritten to run in the copy, its files in `out/`, in the sandbox."""
+        moved = []
+        for word in command:
+            for option in ("--course-record=", "--course-plans="):
+                if word.startswith(option):
+                    source = Path(word[len(option):])
+                    if option == "--course-plans=":
+                        shutil.copy(source, self.out / source.name)
+                    word = option + str(self.out / source.name)
+            moved.append(word)
+        record = Path(next(w for w in moved if w.startswith("--course-record=")).split("=", 1)[1])
+        python = moved[0]
+        moved = [python, "-S", *moved[1:]]
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.home),
+            "USER": "student",
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp" if self.bwrap else str(self.home),
+            "PYTHONPATH": os.pathsep.join([str(self.copy), *_site_packages()]),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            MARK: self.token,
+        }
+        if self.bwrap:
+            moved = self.bwrap_command(moved)
+        cpu = max(1, int(self.wall) + 5)
+        return Child(moved, self.copy, env, preexec=lambda: _limits(cpu), record=record)
+
+    @property
+    def bwrap(self) -> str | None:
+        return bubblewrap() if self.isolate else None
+
+    def bwrap_command(self, command: list[str]) -> list[str]:
+        words = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
+                 "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                 "--dir", "/etc"]
+        for link in ("bin", "lib", "lib64", "sbin", "lib32"):
+            path = Path("/") / link
+            if path.is_symlink():
+                words += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                words += ["--ro-bind", str(path), str(path)]
+        for name in ("ld.so.cache", "passwd", "group", "localtime", "nsswitch.conf"):
+            if (Path("/etc") / name).exists():
+                words += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        for path in dict.fromkeys([sys.base_prefix, sys.prefix, *_site_packages()]):
+            if not path.startswith("/usr/"):
+                words += ["--ro-bind", path, path]
+        words += ["--ro-bind", str(self.copy), str(self.copy), "--bind", str(self.out), str(self.out),
+                  "--bind", str(self.home), str(self.home), "--chdir", str(self.copy), "--"]
+        return words + command

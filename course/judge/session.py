@@ -1,0 +1,433 @@
+"""Judging one chapter: a child process records, this process decides.
+
+The child is pytest in record mode (`course.recorder.pytest_plugin`) on the student's modules: it
+runs every scenario and writes what happened as JSON lines. This process never imports student
+code. It knows which scenarios to expect (`course.judge.index`), draws the generated plans and runs
+the reference on them (`course.judge.differential`), renders every record and compares it with the
+stored snapshot or with the reference's run, and decides each verdict as the lines arrive, so a
+slow scenario shows where it is. A scenario without a record is an error, whatever the child's
+exit code; a scenario that does not finish within its time limit is a timeout, and the child is
+started again without it, so the others still run. Nothing the child started outlives the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course.judge import differential
+from course.judge.index import Expected, expected_scenarios
+from course.judge.render import render_record
+from course.judge.timeline import first_divergence
+from course.manifest import Chapter
+from course.recorder import impl
+
+SCENARIO_TIMEOUT = 10.0
+"""Seconds one scenario may take (a generated section: all its plans) before it is a timeout."""
+RESTARTS = 6
+"""How many times a run is started again after a scenario that hung."""
+RECORD_LIMIT = 64 * 2**20
+"""Bytes of records read at the most: a submission that writes more is cut off there."""
+
+
+@dataclass
+class Verdict:
+    """One scenario's outcome, as the judge decided it."""
+
+    scenario: str
+    file: str
+    status: str
+    """passed, failed, error, timeout or not run."""
+    section: str | None = None
+    purpose: str | None = None
+    divergence: dict | None = None
+    """The first line where the run departs from what was expected: section, index, expected, got."""
+    broken: list[str] = field(default_factory=list)
+    """Every promise of the chapter the run broke, in words (the invariant checker's report lines)."""
+    problem: str | None = None
+    where: str | None = None
+    output: list[str] = field(default_factory=list)
+    """What the scenario printed (stdout, stderr), cut after `OUTPUT_LINES` lines."""
+    output_lines: int = 0
+    plan: str | None = None
+    """A generated scenario's failing plan, in words."""
+    plans: tuple[int, int] | None = None
+    """A generated scenario's (plans that matched, plans drawn)."""
+    renders: list[str] = field(default_factory=list, repr=False)
+    """What the scenario recorded, rendered: its snapshots, or its plans' runs."""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def hint(self) -> str | None:
+        if self.section and self.purpose:
+            return f"{self.section}: {self.purpose}"
+        return self.purpose or self.section
+
+
+@dataclass
+class ChapterRun:
+    """What judging one chapter found."""
+
+    chapter: Chapter
+    verdicts: list[Verdict]
+    import_errors: list[dict] = field(default_factory=list)
+    collection_errors: list[dict] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    restarts: int = 0
+    output_tail: str = ""
+    stopped: bool = False
+    """The whole run was stopped at its wall-time bound."""
+    importing: str | None = None
+    """The module the child was importing when its records stopped (it ended the process)."""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdicts) and all(v.passed for v in self.verdicts) and not (
+            self.import_errors or self.collection_errors or self.flags)
+
+    @property
+    def timed_out(self) -> bool:
+        return any(v.status == "timeout" for v in self.verdicts)
+
+
+def _rendered(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def judge_snapshots(expected: Expected, records: list, end: dict | None) -> Verdict:
+    """A fixed scenario: each snapshot it asserted, rendered, against the stored one."""
+    verdict = Verdict(expected.scenario, "", "passed", expected.section, expected.purpose)
+    if end and end.get("outcome") == "failed" and end.get("problem"):
+        verdict.problem, verdict.where = end.get("problem"), end.get("where")
+    if not records:
+        verdict.status = "error"
+        verdict.problem = verdict.problem or "the scenario ended before it reached its snapshot"
+        return verdict
+    verdict.renders = [render_record(record) for record in records]
+    for index, stored in enumerate(expected.snapshots):
+        if index >= len(records):
+            verdict.status = "failed"
+            verdict.problem = verdict.problem or f"the scenario stopped after snapshot {index} of {len(expected.snapshots)}"
+            return verdict
+        want, got = _rendered(stored), verdict.renders[index]
+        if got != want:
+            verdict.status = "failed"
+            divergence = first_divergence(want, got)
+            if divergence is not None:
+                verdict.divergence = {"section": divergence.section, "index": divergence.index,
+                                      "expected": divergence.expected, "got": divergence.actual}
+            verdict.broken = differential.broken_lines(got)
+            verdict.problem = None if divergence else (verdict.problem or "the run differs from its snapshot")
+            return verdict
+    if len(records) > len(expected.snapshots):
+        verdict.status = "failed"
+        verdict.problem = f"the scenario asserted {len(records)} snapshots; it has {len(expected.snapshots)}"
+        return verdict
+    verdict.problem = verdict.where = None  # what it asserted besides is not the judge's evidence
+    return verdict
+
+
+def judge_plans(module: str, expected: Expected, plans: list[dict], wanted: list[str], records: dict[int, object],
+                started: set[int], end: dict | None) -> Verdict:
+    """A generated scenario: every plan's run, rendered, against the reference's run of it."""
+    verdict = Verdict(expected.scenario, "", "passed", expected.section, expected.purpose)
+    matched = 0
+    for index, plan in enumerate(plans):
+        if index not in records:
+            verdict.status = "error"
+            verdict.plan = differential.describe(module, plan)
+            verdict.problem = (f"plan {index + 1} of {len(plans)} never finished" if index in started
+                               else f"plan {index + 1} of {len(plans)} never ran") + \
+                (f" ({end.get('problem')})" if end and end.get("problem") else "")
+            break
+        got = render_record(records[index])
+        verdict.renders.append(got)
+        if got != wanted[index]:
+            verdict.status = "failed"
+            verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(module, plan)
+            divergence = first_divergence(wanted[index], got)
+            if divergence is not None:
+                verdict.divergence = {"section": divergence.section, "index": divergence.index,
+                                      "expected": divergence.expected, "got": divergence.actual}
+            else:
+                verdict.problem = "the run differs from the reference's run"
+            verdict.broken = differential.broken_lines(got)
+            break
+        matched += 1
+    verdict.plans = (matched, len(plans))
+    if verdict.status == "passed":
+        verdict.plans = (len(plans), len(plans))
+    return verdict
+
+
+@dataclass
+class Child:
+    """How to start the recording child: the command and where (a sandbox wraps both)."""
+
+    command: list[str]
+    cwd: Path
+    env: dict[str, str]
+    preexec: Callable[[], None] | None = None
+    record: Path | None = None
+
+
+class _Records:
+    """Reads the record file as the child appends to it, line by line, within RECORD_LIMIT bytes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.rest, self.read = path, 0, b"", 0
+
+    def new_lines(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as file:
+                file.seek(self.offset)
+                chunk = file.read(max(0, RECORD_LIMIT - self.read))
+        except OSError:
+            return []
+        self.offset += len(chunk)
+        self.read += len(chunk)
+        data = self.rest + chunk
+        *complete, self.rest = data.split(b"\n")
+        found = []
+        for raw in complete:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue  # not a record: the judge counts what is missing, it does not guess
+            if isinstance(line, dict):
+                found.append(line)
+        return found
+
+
+def recorder_command(chapter: Chapter, implementation: str | None, *, chain: bool, record: Path, plans: Path,
+                     forbid: list[str] = (), deselect: list[str] = (), timeout: float = SCENARIO_TIMEOUT,
+                     extra: list[str] = (), python: str = sys.executable) -> list[str]:
+    command = [python, "-m", "pytest", chapter.test_file, f"--course-record={record}", f"--course-plans={plans}",
+               "-p", "no:cacheprovider", "-p", "no:syrupy", "-q", "--tb=no", "--no-header",
+               f"--timeout={timeout:g}", "--timeout-method=signal"]
+    if implementation:
+        command.append(f"--impl={implementation}")
+    if chain:
+        command.append("--impl-chain")
+    if forbid:
+        command.append(f"--course-forbid={','.join(forbid)}")
+    command += [f"--deselect={chapter.test_file}::{name}" for name in deselect]
+    return command + list(extra)
+
+
+def judge_chapter(
+    chapter: Chapter,
+    implementation: str | None,
+    *,
+    root: Path,
+    chain: bool = False,
+    seed: int | None = None,
+    timeout: float = SCENARIO_TIMEOUT,
+    wall: float | None = None,
+    prepare: Callable[[list[str], Path], Child] | None = None,
+    forbid: list[str] = (),
+    on_verdict: Callable[[Verdict], None] | None = None,
+    progress: ChapterRun | None = None,
+    plans: dict[str, list[dict]] | None = None,
+    wanted: dict[str, list[str]] | None = None,
+    extra: list[str] = (),
+) -> ChapterRun:
+    """Record the chapter's scenarios on `implementation` in a child process and judge them here.
+
+    `prepare(command, scratch)` turns the recorder's command into a Child (a sandbox's); by default
+    the child runs in `root` as it is. `wall` bounds the whole run in seconds. `progress`, if given,
+    is the ChapterRun filled in as records arrive (what `on_verdict` may read). `plans` and `wanted`
+    (the generated plans per section and the reference's renderings of them), when given, are used
+    as they are: a grade draws and runs them once for every submission."""
+    started_at = time.monotonic()
+    expected = expected_scenarios(chapter, root)
+    by_name = {e.scenario: e for e in expected}
+    if plans is None:
+        plans = {e.generated: differential.draw_plans(chapter.module, e.generated, seed=seed)
+                 for e in expected if e.generated}
+    verdicts: dict[str, Verdict] = {}
+    run = progress if progress is not None else ChapterRun(chapter, [])
+    snapshots: dict[str, list] = {}
+    plan_records: dict[str, dict[int, object]] = {}
+    plan_starts: dict[str, set[int]] = {}
+    ends: dict[str, dict] = {}
+    wanted = dict(wanted or {})
+
+    def decide(name: str) -> None:
+        exp = by_name[name]
+        if exp.generated:
+            if exp.generated not in wanted:
+                wanted[exp.generated] = differential.expected_renders(chapter.module, exp.generated, plans[exp.generated])
+            verdict = judge_plans(chapter.module, exp, plans[exp.generated], wanted[exp.generated],
+                                  plan_records.get(name, {}), plan_starts.get(name, set()), ends.get(name))
+        else:
+            verdict = judge_snapshots(exp, snapshots.get(name, []), ends.get(name))
+        verdict.file = chapter.test_file
+        end = ends.get(name) or {}
+        if str(end.get("problem") or "").startswith("Failed: Timeout (>") and not verdict.passed:
+            verdict.status = "timeout"  # pytest-timeout stopped it: the scenario ran past its limit
+            verdict.problem = f"did not finish within {timeout:g} s" + (
+                f" (stopped at {shown_where(end['where'])})" if end.get("where") else "")
+        verdict.output, verdict.output_lines = end.get("output") or [], end.get("outputLines") or 0
+        verdicts[name] = verdict
+        if on_verdict is not None:
+            on_verdict(verdict)
+
+    with tempfile.TemporaryDirectory(prefix="course-judge-") as scratch_name:
+        scratch = Path(scratch_name)
+        plans_file = scratch / "plans.json"
+        plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans}, ensure_ascii=False),
+                              encoding="utf-8")
+        skip: list[str] = []
+        current: str | None = None
+        for attempt in range(RESTARTS + 1):
+            record = scratch / f"record-{attempt}.jsonl"
+            command = recorder_command(chapter, implementation, chain=chain, record=record, plans=plans_file,
+                                       forbid=forbid, deselect=skip, timeout=timeout, extra=extra)
+            child = prepare(command, scratch) if prepare else Child(command, root, _plain_env())
+            reader = _Records(child.record or record)
+            hung = False
+            with open(scratch / f"output-{attempt}.txt", "wb") as output:
+                process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
+                                           stdout=output, stderr=subprocess.STDOUT, process_group=0,
+                                           preexec_fn=child.preexec)
+                try:
+                    last = time.monotonic()
+                    for name in [e.scenario for e in expected if e.generated and e.generated not in wanted]:
+                        decide_later = by_name[name].generated  # the reference's runs, while the child works
+                        wanted[decide_later] = differential.expected_renders(chapter.module, decide_later,
+                                                                             plans[decide_later])
+                    while True:
+                        finished = process.poll() is not None
+                        lines = reader.new_lines()
+                        if lines:
+                            last = time.monotonic()
+                        for line in lines:
+                            current = _take(line, run, by_name, snapshots, plan_records, plan_starts, ends,
+                                            verdicts, decide, current)
+                        if finished:
+                            break
+                        now = time.monotonic()
+                        if now - last > timeout + 5 or (wall is not None and now - started_at > wall):
+                            hung = True
+                            break
+                        time.sleep(0.02)
+                finally:
+                    _end(process)
+            run.output_tail = (scratch / f"output-{attempt}.txt").read_bytes()[-4000:].decode("utf-8", "replace")
+            for name in [n for n in by_name if n in ends and n not in verdicts]:
+                decide(name)
+            if not hung:
+                break
+            if current is not None and current in by_name and current not in verdicts:
+                verdicts[current] = _timed_out(by_name[current], plan_starts.get(current, set()),
+                                               plans.get(by_name[current].generated or "", []), chapter, timeout)
+                if on_verdict is not None:
+                    on_verdict(verdicts[current])
+            if wall is not None and time.monotonic() - started_at > wall:
+                run.stopped = True
+                break
+            run.restarts += 1
+            skip = [name for name in by_name if name in verdicts]
+            current = None
+            if len(skip) == len(by_name):
+                break
+    if run.importing and not run.import_errors:
+        run.import_errors.append({"module": run.importing, "file": None, "line": None,
+                                  "problem": "the test process ended while importing it (exit, os._exit or a crash "
+                                             "at import time)"})
+    for exp in expected:
+        if exp.scenario not in verdicts:
+            problem = "not run: the module does not import" if run.import_errors else \
+                "no record: the scenario never ran to its end (the run stopped, or its records were lost)"
+            verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, "error" if not run.import_errors
+                                             else "not run", exp.section, exp.purpose, problem=problem)
+    run.verdicts = [verdicts[e.scenario] for e in expected]
+    return run
+
+
+def _take(line, run, by_name, snapshots, plan_records, plan_starts, ends, verdicts, decide, current):
+    """File one record line; decide a scenario when its end arrives. Returns the scenario running now."""
+    if "importError" in line and isinstance(line["importError"], dict):
+        run.import_errors.append(line["importError"])
+    elif "collectionError" in line and isinstance(line["collectionError"], dict):
+        run.collection_errors.append(line["collectionError"])
+    elif "flag" in line:
+        run.flags.append(str(line["flag"])[:300])
+    elif line.get("event") == "importing":
+        run.importing = str(line.get("module"))
+    elif line.get("event") == "imported":
+        run.importing = None
+    name = line.get("scenario")
+    if not isinstance(name, str) or name not in by_name or name in verdicts:
+        return current
+    if "snapshot" in line:
+        snapshots.setdefault(name, []).append(line.get("record"))
+    elif "plan" in line and isinstance(line["plan"], int):
+        if line.get("event") == "start":
+            plan_starts.setdefault(name, set()).add(line["plan"])
+        else:
+            plan_records.setdefault(name, {})[line["plan"]] = line.get("record")
+    elif line.get("event") == "start":
+        return name
+    elif line.get("event") == "end":
+        ends[name] = line
+        decide(name)
+        return None
+    return current
+
+
+def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float) -> Verdict:
+    verdict = Verdict(expected.scenario, chapter.test_file, "timeout", expected.section, expected.purpose,
+                      problem=f"did not finish within {timeout:g} s: stopped, and the other scenarios ran on")
+    if expected.generated and started:
+        index = max(started)
+        verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(chapter.module, plans[index])
+    return verdict
+
+
+def shown_where(where: str) -> str:
+    from course.judge.testrun import shown
+
+    path, _, line = where.rpartition(":")
+    return f"{shown(path)}:{line}"
+
+
+def _plain_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in (impl.IMPL_ENV, impl.CHAIN_ENV)}
+
+
+def _end(process: subprocess.Popen) -> None:
+    """End the child and everything in its process group, and reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def rerun_command(verdict: Verdict, implementation: str | None, chain: bool, root: Path) -> str:
+    """The plain pytest command that reruns one scenario with the whole diff (-vv), judged in process."""
+    from course.judge.testrun import shown
+
+    node = f"{verdict.file}::{verdict.scenario}"
+    if root != Path.cwd().resolve():
+        node = f"{root / verdict.file}::{verdict.scenario}"
+    words = [shown(sys.executable), "-m", "pytest", node, "-vv"]
+    if implementation:
+        words.append(f"--impl={shown(implementation)}")
+    if chain:
+        words.append("--impl-chain")
+    return shlex.join(words)
