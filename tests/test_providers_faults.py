@@ -228,3 +228,32 @@ def test_a_remote_anthropic_server_without_a_key_is_not_given_one(monkeypatch):
     for variable in ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"]:
         monkeypatch.delenv(variable, raising=False)
     assert AnthropicModel("m", base_url="https://api.anthropic.com").client.api_key is None
+
+
+def test_ctrl_c_ends_the_demo_quietly(server):
+    """Ctrl-C while the demo waits on a model: exit 130, nothing on stderr (no KeyboardInterrupt traceback)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    pytest.importorskip("openai")
+    env = {name: value for name, value in os.environ.items()
+           if name.upper() not in ("OPENAI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")}
+    children = []
+    known = threading.Event()  # the child is in `children` (the server thread reads it)
+
+    def interrupt():
+        known.wait(10)
+        children[0].send_signal(signal.SIGINT)
+
+    # The server sends the first event, holds the stream open, and only then is the signal sent.
+    server.replies.append(Reply(recorded("openai_readme_first.sse"), events=1, then="hold", on_hold=interrupt))
+    child = subprocess.Popen([sys.executable, "-m", "course", "demo", "--provider", "openai", "--base-url",
+                              f"{server.url}/v1", "--model", "m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env)
+    children.append(child)
+    known.set()
+    _, stderr = child.communicate(timeout=60)
+    assert (child.returncode, stderr.decode()) == (130, "")
