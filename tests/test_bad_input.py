@@ -205,14 +205,16 @@ def options(**changes):
 
 
 def changed_schema_tool():
-    read = readme.memory_read_tool()
+    read = counting_read_tool([])
+    read.parameters = copy.deepcopy(read.parameters)  # README's own schema is shared: this test changes its copy
+    read.__post_init__()
     registry = Registry([read])
     read.parameters["properties"]["path"]["type"] = "integer"  # after the Tool and its Registry were made
     return registry
 
 
 def swapped_schema_tool():
-    read = readme.memory_read_tool()
+    read = counting_read_tool([])
     read.parameters = {"type": "object", "properties": {"path": {"type": "nonsense"}}}
     return Registry([read])
 
