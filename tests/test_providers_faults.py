@@ -257,3 +257,14 @@ def test_ctrl_c_ends_the_demo_quietly(server):
     known.set()
     _, stderr = child.communicate(timeout=60)
     assert (child.returncode, stderr.decode()) == (130, "")
+
+
+@pytest.mark.asyncio
+async def test_429_without_retries_says_rate_limited(server, waits):
+    pytest.importorskip("openai")
+    model = make_model("openai", server, max_retries=0)
+    server.replies.append(rate_limited(**{"retry-after": "1"}))
+    _, message = await collect(model.stream(readme_request()))
+    await model.aclose()
+    assert message["errorMessage"].startswith("Rate limited (HTTP 429): Error code: 429")
+    assert waits == [] and len(server.requests) == 1

@@ -316,9 +316,7 @@ async def open_with_retries(open_stream: Callable[[], Awaitable[Any]], race: Abo
             if getattr(exc, "status_code", None) == 429:
                 what = f"Rate limited (HTTP 429): {what}"
             if attempt >= max_retries:
-                if attempt == 0:
-                    raise
-                raise GaveUp(f"{what} (gave up after {attempt + 1} attempts)") from exc
+                raise GaveUp(f"{what} (gave up after {attempt + 1} attempts)" if attempt else what) from exc
             left = race.seconds_left()
             if left is not None and wait > left:
                 raise GaveUp(f"{what} (the server asked to retry after {wait:g} s, more than the {max(left, 0):.3g} s "
