@@ -10,7 +10,7 @@ import copy
 
 from jsonschema.exceptions import best_match
 
-from course.runtime.messages import ToolCall, ToolResultMessage, strict_json, tool_result
+from course.runtime.messages import ToolCall, ToolResultMessage, arguments_problem, strict_json, tool_result
 from course.runtime.tools import Registry, ToolExecutionContext, error_result
 
 
@@ -18,6 +18,10 @@ async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExe
     tool = registry.get(call["name"])
     if tool is None:
         return error_result(call, f"Tool {call['name']} not found")
+    # Text that was not a JSON object (argumentsError) is the model's to fix: it never becomes {}.
+    problem = arguments_problem(call)
+    if problem is not None:
+        return error_result(call, problem)
 
     error = best_match(tool.validator.iter_errors(call["arguments"]))
     if error is not None:

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypedDict
 
 from checkpoints.ch06_tool_execution import execute_tool_call as execute_core_tool_call
 from course.runtime.abort import AbortSignal
+from course.runtime.loop_inputs import check_loop_options, keep_transcript
 from course.runtime.messages import (
     AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, strict_json, tool_calls,
 )
@@ -106,6 +107,7 @@ NOT_EXECUTED: dict[str, tuple[str, FinishReason]] = {
 
 
 async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:
+    check_loop_options(options)  # context, messages, model, tools, ...: one clear TypeError / ValueError
     if isinstance(options.max_steps, bool) or not isinstance(options.max_steps, int) or options.max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer, got {options.max_steps!r}")
 
@@ -156,7 +158,7 @@ async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:
         return finish("maxSteps", options.max_steps)
     except BaseException as exc:
         # An observer that raised, or the caller cancelling the task: what formed so far stays reachable.
-        exc.transcript = messages + getattr(exc, "finished_results", [])
+        keep_transcript(exc, messages)  # exc.transcript = messages + finished_results; never raises itself
         raise
 
 

@@ -14,10 +14,11 @@ import importlib
 import json
 import sys
 import threading
+import time
 from importlib.util import find_spec
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -121,6 +122,34 @@ def sse_events(stream: bytes) -> list[bytes]:
     return [piece + b"\n\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
 
 
+def tool_call_stream(provider: str, arguments: str, *, call_id: str = "call_bad1") -> bytes:
+    """A stream in `provider`'s wire format: one `read` call whose arguments are `arguments`, as written,
+    ending as a tool-calling answer (finish_reason tool_calls / stop_reason tool_use)."""
+    if provider == "openai":
+        def chunk(delta: dict, finish: str | None = None) -> dict:
+            return {"id": "chatcmpl-bad", "object": "chat.completion.chunk", "created": 1764680000,
+                    "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        chunks = [chunk({"role": "assistant", "content": ""}),
+                  chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                         "function": {"name": "read", "arguments": ""}}]}),
+                  chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}),
+                  chunk({}, "tool_calls")]
+        return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+    events = [
+        {"type": "message_start", "message": {
+            "id": "msg_bad", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "tool_use", "id": call_id, "name": "read", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": arguments}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    ]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
 @dataclass
 class Reply:
     """What the server answers one request with."""
@@ -137,6 +166,12 @@ class Reply:
     """After the body: end it, drop the connection mid-body, or hold it open until the client closes it."""
     on_hold: Callable[[], None] | None = None
     """Called from the server thread once the body is out and the connection is held."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers, e.g. {"retry-after": "3600"}."""
+    pace: float = 0.0
+    """Seconds the server waits before each event after the first: a slow stream."""
+    close_at_once: bool = False
+    """Drop the connection as soon as the request is read, before any response: a connection error."""
 
 
 class LoopbackServer:
@@ -183,8 +218,13 @@ def _handler(server: LoopbackServer) -> type:
             headers = {name.lower(): value for name, value in self.headers.items()}
             server.requests.append({"path": self.path, "headers": headers, "body": json.loads(body)})
             reply = server.replies.popleft() if server.replies else Reply(b'{"error": "no reply scripted"}', 500)
+            if reply.close_at_once:
+                self.close_connection = True
+                return
             self.send_response(reply.status)
             self.send_header("Connection", "close")
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
             if reply.status != 200:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(reply.body)))
@@ -194,7 +234,9 @@ def _handler(server: LoopbackServer) -> type:
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for piece in self._pieces(reply):
+            for n, piece in enumerate(self._pieces(reply)):
+                if reply.pace and n:
+                    time.sleep(reply.pace)  # the fault under test is a slow server; the client's test waits on events
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 self.wfile.flush()
             if reply.then == "finish":

@@ -152,10 +152,13 @@ class TestStreamMapping:
                         (1, tool_call("toolu_01B", "read", {"path": "b.txt"}))]
         assert message["stopReason"] == "toolUse" and message["content"] == [call for _, call in ends]
 
-    async def test_max_tokens_keeps_the_arguments_that_arrived_whole(self, model, server):
+    async def test_max_tokens_keeps_the_arguments_as_the_model_wrote_them(self, model, server):
         events, message = await answer(model, server, Reply(recorded("anthropic_max_tokens_in_arguments.sse")))
         assert events[-1] == {"type": "done", "reason": "length", "message": message}
-        assert message["content"] == [text("读取中"), tool_call("toolu_01CutShort", "read", {"path": "README.md"})]
+        # cut short: nothing partial is kept as arguments, the text is kept as written
+        assert message["content"] == [text("读取中"), {
+            **tool_call("toolu_01CutShort", "read", {}), "argumentsError": "cut short before its JSON ended",
+            "argumentsText": '{"path": "README.md", "limit": "tw'}]
 
     @pytest.mark.parametrize("wire, content, error", [
         ("anthropic_refusal.sse", [text("I can")], "The response ended with stop_reason 'refusal'"),

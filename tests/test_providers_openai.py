@@ -132,10 +132,13 @@ class TestStreamMapping:
                         (1, tool_call("call_B2", "read", {"path": "b.txt"}))]
         assert message["stopReason"] == "toolUse" and message["content"] == [call for _, call in ends]
 
-    async def test_length_keeps_the_arguments_that_arrived_whole(self, model, server):
+    async def test_length_keeps_the_arguments_as_the_model_wrote_them(self, model, server):
         events, message = await answer(model, server, Reply(recorded("openai_length_in_arguments.sse")))
         assert events[-1] == {"type": "done", "reason": "length", "message": message}
-        assert message["content"] == [text("读取中"), tool_call("call_Cut9", "read", {"path": "README.md"})]
+        # cut short: nothing partial is kept as arguments, the text is kept as written
+        assert message["content"] == [text("读取中"), {
+            **tool_call("call_Cut9", "read", {}), "argumentsError": "cut short before its JSON ended",
+            "argumentsText": '{"path":"README.md","limit":"tw'}]
         assert "errorMessage" not in message
 
     async def test_stop_with_a_tool_call_from_a_local_server_is_tool_use(self, model, server):

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `course status | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the user asked to stop; the shell's code for SIGINT, no traceback
+        return 130
 
 
 if __name__ == "__main__":

@@ -27,13 +27,67 @@ The promises (README "Guarantees" lists the test proving each):
 from __future__ import annotations
 
 import json
+import reprlib
+from collections.abc import Callable
 from typing import Any
 
 from course.runtime.messages import strict_json
 
+# What a report shows of a value a broken loop handed over: bounded in depth and length, never recursing.
+_reprs = reprlib.Repr()
+_reprs.maxlevel, _reprs.maxstring, _reprs.maxother = 3, 60, 60
+_short_repr = _reprs.repr
+
 
 def _key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    """`value` as canonical text for comparing, at any depth (deep values take the slow, iterative path)."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=_short_repr)
+    except (RecursionError, ValueError):  # nested too deep for the encoder, or a circular reference
+        return _iterative_key(value)
+
+
+def _iterative_key(value: Any) -> str:
+    out: list[str] = []
+    stack: list[Any] = [value]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Token):
+            out.append(item.text)
+        elif isinstance(item, (dict, list, tuple)):
+            if id(item) in seen:
+                out.append("<circular>")
+                continue
+            seen.add(id(item))
+            if isinstance(item, dict):
+                entries = sorted(item.items(), key=lambda entry: str(entry[0]))
+                stack.append(_Token("}"))
+                for n, (name, child) in enumerate(reversed(entries)):
+                    stack += [child, _Token(json.dumps(str(name), ensure_ascii=False) + ": ")]
+                    if n < len(entries) - 1:
+                        stack.append(_Token(", "))
+                stack.append(_Token("{"))
+            else:
+                stack.append(_Token("]"))
+                for n, child in enumerate(reversed(item)):
+                    stack.append(child)
+                    if n < len(item) - 1:
+                        stack.append(_Token(", "))
+                stack.append(_Token("["))
+        else:
+            try:
+                out.append(json.dumps(item, ensure_ascii=False))
+            except (TypeError, ValueError):
+                out.append(json.dumps(_short_repr(item), ensure_ascii=False))
+    return "".join(out)
+
+
+class _Token:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def _calls(message: dict) -> list[dict]:
@@ -41,18 +95,23 @@ def _calls(message: dict) -> list[dict]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"] if isinstance(content, list) else []
 
 
+def _shown(value: Any) -> str:
+    """A value for a report: itself if a string, else a bounded repr (a broken loop may hand over anything)."""
+    return value if isinstance(value, str) else _short_repr(value)
+
+
 def _field(value: Any, name: str) -> str:
     """`value[name]` as text: a broken loop may put anything in an event."""
     found = value.get(name) if isinstance(value, dict) else None
-    return found if isinstance(found, str) else repr(found)
+    return found if isinstance(found, str) else _short_repr(found)
 
 
 def _name(call_or_result: Any) -> str:
     if not isinstance(call_or_result, dict):
-        return repr(call_or_result)
+        return _short_repr(call_or_result)
     if call_or_result.get("role") == "toolResult":
-        return f"{call_or_result.get('toolName')}({call_or_result.get('toolCallId')})"
-    return f"{call_or_result.get('name')}({call_or_result.get('id')})"
+        return f"{_field(call_or_result, 'toolName')}({_field(call_or_result, 'toolCallId')})"
+    return f"{_field(call_or_result, 'name')}({_field(call_or_result, 'id')})"
 
 
 def finishes_for(message: dict) -> tuple[str, ...]:
@@ -63,7 +122,7 @@ def finishes_for(message: dict) -> tuple[str, ...]:
         return ("aborted", "maxSteps") if _calls(message) else ("error",)
     if stop_reason == "stop":
         return ("error",) if _calls(message) else ("stop",)
-    return (str(stop_reason),)
+    return (_shown(stop_reason),)
 
 
 def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
@@ -121,7 +180,7 @@ def _check_transcript(messages: list[dict], first: int, reason: str, steps: int,
         message = messages[i]
         if message.get("stopReason") != "toolUse" or not _calls(message):
             problems.append(
-                f"message {i + 1} (stopReason {message.get('stopReason')}, {len(_calls(message))} tool calls) "
+                f"message {i + 1} (stopReason {_shown(message.get('stopReason'))}, {len(_calls(message))} tool calls) "
                 f"ends the run, but the model was asked again"
             )
     if not assistants:
@@ -131,7 +190,7 @@ def _check_transcript(messages: list[dict], first: int, reason: str, steps: int,
         last = messages[assistants[-1]]
         problems.append(
             f"the run finished {reason}, but its last assistant message (message {assistants[-1] + 1}, stopReason "
-            f"{last.get('stopReason')}, {len(_calls(last))} tool calls) finishes {' or '.join(finishes_for(last))}"
+            f"{_shown(last.get('stopReason'))}, {len(_calls(last))} tool calls) finishes {' or '.join(finishes_for(last))}"
         )
     if steps != len(assistants):
         problems.append(f"steps is {steps}, but {len(assistants)} assistant messages were appended (one per request)")
@@ -153,8 +212,8 @@ def _check_transcript(messages: list[dict], first: int, reason: str, steps: int,
             if result.get("isError") is not True or not isinstance(details, dict) \
                     or details.get("skipped") is not True or details.get("reason") != stop_reason:
                 problems.append(
-                    f"message {index + 1} answers a call of message {i + 1} (stopReason {stop_reason}), so it must be "
-                    f'a skipped error result with details {{"skipped": true, "reason": "{stop_reason}"}}'
+                    f"message {index + 1} answers a call of message {i + 1} (stopReason {_shown(stop_reason)}), so it must be "
+                    f'a skipped error result with details {{"skipped": true, "reason": "{_shown(stop_reason)}"}}'
                 )
     return problems
 
@@ -180,7 +239,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
     for i in ends[:1]:
         if (events[i].get("reason"), events[i].get("steps")) != (reason, steps):
             problems.append(
-                f"event {i + 1} turn_end says ({events[i].get('reason')}, {events[i].get('steps')}), "
+                f"event {i + 1} turn_end says ({_shown(events[i].get('reason'))}, {_shown(events[i].get('steps'))}), "
                 f"the result says ({reason}, {steps})"
             )
 
@@ -238,7 +297,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
             if batch is None or batch["executed"] != wanted:
                 stop_reason = None if batch is None else messages[batch["at"]].get("stopReason")
                 problems.append(f"event {n} {kind} for {call_id}, but the latest assistant message "
-                                f"(stopReason {stop_reason}) does not {'run' if wanted else 'skip'} its calls")
+                                f"(stopReason {_shown(stop_reason)}) does not {'run' if wanted else 'skip'} its calls")
                 continue
             waiting = batch["waiting"]  # positions of the calls without their tool_start / tool_skipped yet
             in_order = bool(waiting) and batch["calls"][waiting[0]].get("id") == call_id
@@ -249,7 +308,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
                                 f"still waiting for one")
                 continue
             if not in_order:
-                problems.append(f"event {n} {kind} for {call_id}, expected {batch['calls'][waiting[0]].get('id')} "
+                problems.append(f"event {n} {kind} for {call_id}, expected {_shown(batch['calls'][waiting[0]].get('id'))} "
                                 f"next, in call order")
             waiting.remove(position)
             if wanted:
@@ -258,7 +317,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
                 compare_result(n, kind, position, result)
         elif kind == "tool_progress":
             if _field(event, "callId") not in running:
-                problems.append(f"event {n} tool_progress names {event.get('callId')!r}, which is not running")
+                problems.append(f"event {n} tool_progress names {_short_repr(event.get('callId'))}, which is not running")
         elif kind == "tool_end":
             result = event.get("result")
             call_id = _field(result, "toolCallId")
@@ -268,7 +327,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
             _, position = running.pop(call_id)
             compare_result(n, kind, position, result)
         elif kind != "turn_end":
-            problems.append(f"event {n} has an unknown type {kind!r}")
+            problems.append(f"event {n} has an unknown type {_short_repr(kind)}")
     close_batch()
     if seen_assistants < len(assistants):
         problems.append(f"{len(assistants)} assistant messages were appended, but only {seen_assistants} "
@@ -290,7 +349,7 @@ def _check_requests(requests: list[dict], messages: list[dict], first: int, step
         if n <= len(assistants):
             before = messages[: assistants[n - 1]]
             if _key(seen) != _key(before):
-                saw = f"{len(seen)} messages" if isinstance(seen, list) else repr(seen)
+                saw = f"{len(seen)} messages" if isinstance(seen, list) else _short_repr(seen)
                 problems.append(f"request {n} saw {saw}, not the {len(before)} messages before "
                                 f"its answer (message {assistants[n - 1] + 1})")
         if system_prompt is not None and request.get("systemPrompt") != system_prompt:
@@ -319,6 +378,19 @@ def check_run(
     `caller_messages_after` the caller's list after it; `requests` are the requests the model
     received (None when the model does not record them); `max_steps` the bound the run had.
     """
+    try:
+        return _check_run(input_messages, messages, events, requests, reason, steps, caller_messages_after,
+                          system_prompt, definitions, max_steps)
+    except Exception as error:  # the arguments themselves are not lists, say: still a report
+        return [f"the run could not be read: {type(error).__name__}: {_short_repr(str(error))}"]
+
+
+def _check_run(input_messages, messages, events, requests, reason, steps, caller_messages_after, system_prompt,
+               definitions, max_steps) -> list[str]:
+    # What a report prints of them must not recurse: a broken loop may return anything as reason or steps.
+    reason = _shown(reason)
+    steps = steps if isinstance(steps, int) else _short_repr(steps)
+    max_steps = max_steps if max_steps is None or isinstance(max_steps, int) else None
     problems = [f"message {n} is {type(m).__name__}, not a message dict" for n, m in enumerate(messages, 1)
                 if not isinstance(m, dict)]
     problems += [f"event {n} is {type(e).__name__}, not an event dict" for n, e in enumerate(events, 1)
@@ -330,9 +402,18 @@ def check_run(
     if _key(messages[: len(input_messages)]) != _key(input_messages):
         problems.append("the transcript does not start with the input messages")
     first = len(input_messages)
-    problems += check_pairing(messages, first=first)
-    problems += _check_transcript(messages, first, reason, steps, max_steps)
-    problems += _check_events(events, messages, first, reason, steps)
+    problems += _guarded("tool-call pairing", lambda: check_pairing(messages, first=first))
+    problems += _guarded("the transcript", lambda: _check_transcript(messages, first, reason, steps, max_steps))
+    problems += _guarded("the events", lambda: _check_events(events, messages, first, reason, steps))
     if requests is not None:
-        problems += _check_requests(requests, messages, first, steps, system_prompt, definitions)
+        problems += _guarded("the requests", lambda: _check_requests(requests, messages, first, steps, system_prompt,
+                                                                     definitions))
     return problems
+
+
+def _guarded(what: str, check: Callable[[], list[str]]) -> list[str]:
+    """A check's reports; a run so broken that reading it fails is a report too, never an exception."""
+    try:
+        return check()
+    except Exception as error:  # e.g. RecursionError formatting a value nested thousands deep
+        return [f"{what} could not be read: {type(error).__name__}: {_short_repr(str(error))}"]

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from course.runtime.messages import utf8_text
 
 SECTION_PREFIX = "## "
 
@@ -34,8 +38,26 @@ def _short(s: str, limit: int = 100) -> str:
 
 
 def _call_summary(call: dict) -> str:
+    if "argumentsText" in call:  # arguments that were not a JSON object, as the model wrote them
+        return f"{call['name']}({call['id']}, invalid JSON {_quote(_short(call['argumentsText']))})"
     values = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in call["arguments"].values()]
     return f"{call['name']}({', '.join([call['id'], *values])})"
+
+
+_reprs = reprlib.Repr()
+_reprs.maxlevel, _reprs.maxstring, _reprs.maxother = 3, 60, 60
+
+
+def _line_or_what_it_holds(render: Callable[[Any], str], item: Any) -> str:
+    """`render(item)`; for an item that is not what the notation expects, `? <a bounded repr of it>`.
+
+    A broken loop may hand the renderer anything (missing keys, other types, values nested thousands
+    deep); the renderer shows it instead of raising.
+    """
+    try:
+        return render(item)
+    except Exception:  # KeyError, TypeError, AttributeError, RecursionError, ...
+        return "? " + _reprs.repr(item)
 
 
 def event_line(event: dict) -> str:
@@ -111,15 +133,20 @@ def render_run(
 ) -> str:
     """The whole run as the snapshot text (and the demo's output)."""
     out = [SECTION_PREFIX + "observations"]
-    width = max(len(k) for k in observations)
+    width = max((len(k) for k in observations), default=0)
     out += [f"{k:<{width}}  {v}" for k, v in observations.items()]
-    out += ["", SECTION_PREFIX + "timeline", *_numbered([event_line(e) for e in events])]
-    out += ["", SECTION_PREFIX + "transcript", *_numbered([message_row(m) for m in messages])]
+    out += ["", SECTION_PREFIX + "timeline", *_numbered([_line_or_what_it_holds(event_line, e) for e in events])]
+    out += ["", SECTION_PREFIX + "transcript", *_numbered([_line_or_what_it_holds(message_row, m) for m in messages])]
     if requests is not None:
-        out += ["", SECTION_PREFIX + "requests", *_numbered([request_row(r) for r in requests])]
+        out += ["", SECTION_PREFIX + "requests", *_numbered([_line_or_what_it_holds(request_row, r) for r in requests])]
     if include_messages_json:
-        out += ["", SECTION_PREFIX + "messages", json.dumps(messages, ensure_ascii=False, indent=2)]
-    return "\n".join(out) + "\n"
+        try:
+            shown = json.dumps(messages, ensure_ascii=False, indent=2)
+        except (TypeError, ValueError, RecursionError) as error:
+            shown = f"(not JSON: {type(error).__name__}: {_reprs.repr(str(error))})"
+        out += ["", SECTION_PREFIX + "messages", shown]
+    # Whatever a run held, the text is UTF-8 any terminal or file takes: a lone surrogate shows as its escape.
+    return utf8_text("\n".join(out) + "\n")
 
 
 def sections(text: str) -> list[tuple[str, list[str]]]:

@@ -20,6 +20,11 @@ class ToolCall(TypedDict):
     id: str
     name: str
     arguments: dict[str, Any]
+    argumentsError: NotRequired[str]
+    """Only on a call whose arguments were not a complete JSON object: why (its `arguments` is then `{}`
+    and means nothing; the call is answered by an error result and its tool never runs)."""
+    argumentsText: NotRequired[str]
+    """Only beside `argumentsError`: the arguments as the model wrote them, sent back to it as written."""
 
 
 class UserMessage(TypedDict):
@@ -49,9 +54,73 @@ class ToolResultMessage(TypedDict):
 Message = UserMessage | AssistantMessage | ToolResultMessage
 
 
-# A transcript is JSON: this raises TypeError or ValueError (NaN, Infinity) for what is not.
+MAX_DEPTH = 100
+"""How deeply a value in a transcript may nest lists and objects (a top-level list or object is level 1)."""
+
 # Built once; json.dumps(..., allow_nan=False) builds a new encoder on every call.
-strict_json = json.JSONEncoder(allow_nan=False).encode
+_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+
+
+def strict_json(value: Any) -> str:
+    """`value` as JSON text, if a transcript may hold it; else TypeError or ValueError saying why.
+
+    A transcript is JSON that every provider and terminal accepts: no sets, bytes, NaN or Infinity
+    (TypeError / ValueError from the encoder), no string that is not UTF-8 (a lone surrogate such as
+    "\\ud800"), and nothing nested deeper than MAX_DEPTH. Never raises RecursionError.
+    """
+    try:
+        encoded = _encode(value)
+    except RecursionError:
+        raise ValueError(f"it is nested deeper than {MAX_DEPTH} levels") from None
+    try:
+        encoded.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = encoded[error.start:error.end].encode("utf-8", "backslashreplace").decode("ascii")
+        raise ValueError(f"it holds {bad}, a lone surrogate, which is not UTF-8 text") from None
+    # Nesting n levels takes 2n characters at least, so only a longer text needs the walk.
+    if len(encoded) > 2 * MAX_DEPTH and nested_deeper_than(value, MAX_DEPTH):
+        raise ValueError(f"it is nested deeper than {MAX_DEPTH} levels")
+    return encoded
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists, tuples or dicts more than `limit` levels deep (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (dict, list, tuple)):
+            continue
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+def arguments_problem(call: ToolCall) -> str | None:
+    """Why `call`'s arguments must not reach its tool whatever its schema says, or None.
+
+    The model's text was not a complete JSON object (the call carries `argumentsError`), or the
+    arguments are not a value a transcript may hold (see `strict_json`).
+    """
+    why = call.get("argumentsError")
+    if why is None:
+        try:
+            strict_json(call["arguments"])
+        except (TypeError, ValueError) as error:
+            why = str(error)
+    if why is None:
+        return None
+    return f"Invalid arguments for tool {call['name']}: the arguments are not valid JSON ({why})"
+
+
+def utf8_text(s: str) -> str:
+    """`s`, with anything that is not UTF-8 text (a lone surrogate) written as its escape, e.g. `\\ud800`."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def text(s: str) -> TextContent:

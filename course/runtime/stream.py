@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Protocol, TypedDict
 
 from course.runtime.abort import AbortSignal
-from course.runtime.messages import AssistantMessage, ToolCall, assistant_message
+from course.runtime.messages import AssistantMessage, ToolCall, assistant_message, strict_json
 
 
 class StartEvent(TypedDict):
@@ -160,9 +160,14 @@ def assistant_problem(message: object) -> str | None:
         if kind == "text" and isinstance(block.get("text"), str):
             continue
         if kind == "toolCall" and isinstance(block.get("id"), str) and isinstance(block.get("name"), str) \
-                and isinstance(block.get("arguments"), dict):
+                and isinstance(block.get("arguments"), dict) \
+                and isinstance(block.get("argumentsError", ""), str) and isinstance(block.get("argumentsText", ""), str):
             continue
         return f"Model returned a malformed content block at index {index}"
+    try:
+        strict_json(message)  # the transcript must stay JSON every provider and terminal accepts
+    except (TypeError, ValueError) as error:
+        return f"Model returned a message that is not JSON: {error}"
     return None
 
 

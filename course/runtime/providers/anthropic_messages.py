@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import Draft, SDKModel, sdk
+from course.runtime.providers.streaming import LOCAL_KEY, Draft, SDKModel, on_loopback, sdk
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
@@ -59,8 +59,20 @@ def anthropic_blocks(message: Message) -> list[dict[str, Any]]:
         if block["type"] == "text" and block["text"]:
             blocks.append({"type": "text", "text": block["text"]})
         elif block["type"] == "toolCall":
-            blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": block["arguments"]})
+            blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": tool_input(block)})
     return blocks
+
+
+INVALID_INPUT_KEY = "invalid_json"
+
+
+def tool_input(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's `input`. The Messages API takes only an object there, so arguments the model wrote that were
+    not a JSON object (`argumentsText`) go back as `{"invalid_json": "<what it wrote>"}`: its own text,
+    beside the error result that says why, never an empty `{}`."""
+    if "argumentsText" in call:
+        return {INVALID_INPUT_KEY: call["argumentsText"]}
+    return call["arguments"]
 
 
 def anthropic_tools(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,14 +147,19 @@ class AnthropicModel(SDKModel):
     base_url: str | None = None
     """The API root; default $ANTHROPIC_BASE_URL, else Anthropic's."""
     api_key: str | None = None
-    """Default $ANTHROPIC_API_KEY (else the SDK's own credential lookup)."""
+    """Default $ANTHROPIC_API_KEY (else the SDK's own credential lookup); a base URL on the loopback
+    interface needs none (a placeholder is sent)."""
     max_tokens: int = 4096
     """The answer's token limit, which the Messages API requires."""
 
     def __post_init__(self) -> None:
+        base_url = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        key = self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        if key is None and on_loopback(base_url):
+            key = LOCAL_KEY  # without one the SDK refuses to send; a local server checks none
         self.client = sdk("anthropic").AsyncAnthropic(
-            base_url=self.base_url,
-            api_key=self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None,
+            base_url=base_url,
+            api_key=key,
             **self._http_settings(),
         )
 

@@ -43,7 +43,7 @@ def chat_message(message: Message) -> dict[str, Any] | None:
     text = "".join(block["text"] for block in message["content"] if block["type"] == "text")
     calls = [
         {"id": block["id"], "type": "function",
-         "function": {"name": block["name"], "arguments": json.dumps(block["arguments"], ensure_ascii=False)}}
+         "function": {"name": block["name"], "arguments": call_arguments_text(block)}}
         for block in message["content"] if block["type"] == "toolCall"
     ]
     if not text and not calls:
@@ -52,6 +52,14 @@ def chat_message(message: Message) -> dict[str, Any] | None:
     if calls:
         entry["tool_calls"] = calls
     return entry
+
+
+def call_arguments_text(call: dict[str, Any]) -> str:
+    """A call's arguments as Chat Completions carries them: JSON text, or what the model wrote when that
+    was not a JSON object (`argumentsText`), so the model sees its own mistake beside the error result."""
+    if "argumentsText" in call:
+        return call["argumentsText"]
+    return json.dumps(call["arguments"], ensure_ascii=False)
 
 
 def chat_tools(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
+import email.utils
 import importlib
 import json
 import uuid
@@ -20,7 +22,9 @@ from typing import Any, Literal, TypeVar
 
 from course.runtime.abort import AbortSignal
 from course.runtime.clock import now
-from course.runtime.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message
+from course.runtime.messages import (
+    MAX_DEPTH, AssistantMessage, StopReason, TextContent, ToolCall, assistant_message, strict_json, utf8_text,
+)
 from course.runtime.stream import AssistantMessageEventStream, ErrorEvent, ModelEvent, ModelRequest
 
 ABORTED = "Request was aborted"
@@ -46,6 +50,53 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def final_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """A finished tool call's arguments: `(the object, None)`, or `({}, why)` when `raw` is not one.
+
+    Only a complete JSON object counts (an empty text is `{}`, as servers send for a tool without
+    parameters): text that is not JSON, JSON cut short, a JSON value that is not an object, NaN or
+    Infinity, a string that is not UTF-8 or nesting deeper than MAX_DEPTH each give the reason, briefly.
+    Unlike `parse_arguments` (what a preview may show), nothing partial is ever kept.
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        return {}, f"it is nested deeper than {MAX_DEPTH} levels"
+    except json.JSONDecodeError as error:
+        if error.msg != "Extra data" and (error.pos >= len(raw.rstrip()) or _a_beginning(raw)):
+            return {}, "cut short before its JSON ended"
+        return {}, f"{error.msg} at character {error.pos + 1}"
+    except ValueError as error:  # NaN / Infinity, or an integer too long to read
+        return {}, str(error)
+    if not isinstance(value, dict):
+        return {}, f"a JSON {_JSON_KINDS.get(type(value), type(value).__name__)}, not an object"
+    try:
+        strict_json(value)
+    except (TypeError, ValueError) as error:
+        return {}, str(error)
+    return value, None
+
+
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def _a_beginning(raw: str) -> bool:
+    """Whether `raw` is the start of some JSON text (what a stream cut short leaves)."""
+    import jiter
+
+    try:
+        jiter.from_json(raw.encode(), partial_mode="trailing-strings")
+    except ValueError:
+        return False
+    return True
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 class Draft:
     """The assistant message a provider stream is building, and the model event each piece makes.
 
@@ -65,6 +116,7 @@ class Draft:
         """A piece of text: it continues the text block being streamed, or starts one."""
         if not delta:
             return []
+        delta = utf8_text(delta)  # a lone surrogate from the server must not make the transcript unsendable
         events = self._end_call()
         if not self._text_open:
             self.content.append({"type": "text", "text": ""})
@@ -87,12 +139,18 @@ class Draft:
         if name and not self._call["name"]:
             self._call["name"] = name
         if arguments:
+            arguments = utf8_text(arguments)
             self._raw_arguments += arguments
             events.append({"type": "toolcall_delta", "contentIndex": len(self.content), "delta": arguments})
         return events
 
     def end_block(self) -> list[ModelEvent]:
-        """The block being streamed is complete: a tool call gets its parsed arguments and `toolcall_end`."""
+        """The block being streamed is complete: a tool call gets its arguments and `toolcall_end`.
+
+        Arguments that are not a complete JSON object leave the call with `arguments` `{}`, `argumentsError`
+        (why) and `argumentsText` (what the model wrote): the executor answers it with an error result and
+        the next request sends the text back as it was written.
+        """
         self._text_open = False
         return self._end_call()
 
@@ -100,7 +158,10 @@ class Draft:
         call, self._call = self._call, None
         if call is None:
             return []
-        call["arguments"] = parse_arguments(self._raw_arguments)
+        call["arguments"], error = final_arguments(self._raw_arguments)
+        if error is not None:
+            call["argumentsError"] = error
+            call["argumentsText"] = self._raw_arguments
         if not call["id"]:  # a few OpenAI-compatible servers send none; the transcript needs one to pair results
             call["id"] = f"call_{uuid.uuid4().hex[:12]}"
         self.content.append(call)
@@ -124,32 +185,42 @@ class Draft:
 
 
 class Aborted(Exception):
-    """The abort signal fired while a network step was awaited."""
+    """The abort signal fired while a network step (or a wait before a retry) was awaited."""
+
+
+class OverBudget(Exception):
+    """The request's time budget ran out while a step was awaited."""
 
 
 class AbortRace:
-    """Awaits one network step at a time and gives it up as soon as the signal is aborted.
+    """Awaits one network step at a time and gives it up as soon as the signal is aborted or the
+    request's deadline (event-loop time) passes.
 
-    Giving up cancels the step (the HTTP client then drops the connection) and raises `Aborted`;
-    the provider's `finally` closes the stream it had opened. Without a signal a step is simply awaited.
+    Giving up cancels the step (the HTTP client then drops the connection) and raises `Aborted` or
+    `OverBudget`; the provider's `finally` closes the stream it had opened. Without a signal and a
+    deadline a step is simply awaited.
     """
 
-    def __init__(self, signal: AbortSignal | None) -> None:
+    def __init__(self, signal: AbortSignal | None, deadline: float | None = None) -> None:
         self._signal = signal
+        self._deadline = deadline
         self._aborted: asyncio.Future[Any] | None = None
 
     async def __call__(self, step: Awaitable[T]) -> T:
-        if self._signal is None:
+        if self._signal is None and self._deadline is None:
             return await step
-        if self._signal.aborted:
+        left = None if self._deadline is None else self._deadline - asyncio.get_running_loop().time()
+        if (self._signal is not None and self._signal.aborted) or (left is not None and left <= 0):
             if asyncio.iscoroutine(step):
                 step.close()  # never started: close it so it does not warn about never being awaited
-            raise Aborted
-        if self._aborted is None:
-            self._aborted = asyncio.ensure_future(self._signal.wait())
-        work = asyncio.ensure_future(step)
+            raise Aborted if self._signal is not None and self._signal.aborted else OverBudget
+        waiting = {work := asyncio.ensure_future(step)}
+        if self._signal is not None:
+            if self._aborted is None:
+                self._aborted = asyncio.ensure_future(self._signal.wait())
+            waiting.add(self._aborted)
         try:
-            await asyncio.wait({work, self._aborted}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not work.done():
                 work.cancel()
@@ -158,7 +229,10 @@ class AbortRace:
             # caller's `finally`, and the next step sees the abort.
             return work.result()
         await asyncio.wait({work})  # let the cancelled step unwind before the stream is closed
-        raise Aborted
+        raise Aborted if self._signal is not None and self._signal.aborted else OverBudget
+
+    def seconds_left(self) -> float | None:
+        return None if self._deadline is None else self._deadline - asyncio.get_running_loop().time()
 
     async def next(self, items: AsyncIterator[T]) -> T | None:
         """The iterator's next item, or None at its end."""
@@ -172,6 +246,106 @@ class AbortRace:
     def close(self) -> None:
         if self._aborted is not None and not self._aborted.done():
             self._aborted.cancel()
+
+
+class GaveUp(Exception):
+    """A request that failed and will not be tried again; the message says why."""
+
+
+retry_sleep = asyncio.sleep
+"""How a wait before a retry is slept (tests replace it to see the waits without sleeping them)."""
+RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx, as the official SDKs retry
+
+
+def retry_wait(exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before retrying after `exc` on attempt `attempt` (0 first), or None if it is not retried.
+
+    Like the official SDKs: connection errors and timeouts, and HTTP 408, 409, 429 and 5xx, unless the
+    server says `x-should-retry: false`; the wait is the server's `retry-after-ms` / `retry-after`
+    (seconds or an HTTP date), else 0.5 s doubling per attempt up to 8 s.
+    """
+    status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    if isinstance(status, int):
+        should = str(headers.get("x-should-retry", "")).lower()
+        if should == "false" or (should != "true" and status not in RETRY_STATUSES and status < 500):
+            return None
+    elif not any(kind.__name__ == "APIConnectionError" for kind in type(exc).__mro__):
+        return None
+    asked = _retry_after(headers)
+    return asked if asked is not None else min(0.5 * 2 ** attempt, 8.0)
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        milliseconds = headers.get("retry-after-ms")
+        if milliseconds is not None:
+            return max(float(milliseconds) / 1000, 0.0)
+        seconds = headers.get("retry-after")
+        if seconds is None:
+            return None
+        try:
+            return max(float(seconds), 0.0)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(seconds)
+            return max((when - datetime.datetime.now(datetime.timezone.utc)).total_seconds(), 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+async def open_with_retries(open_stream: Callable[[], Awaitable[Any]], race: AbortRace, max_retries: int,
+                            budget: float) -> Any:
+    """`open_stream()`, tried again after each retryable failure up to `max_retries` times.
+
+    Every attempt and every wait goes through `race`: an abort ends a wait at once, and a wait the
+    request's time budget has no room for is not started; the request ends at once with `GaveUp` saying
+    what happened instead. Only opening is retried: once events have reached the consumer they stand.
+    """
+    attempt = 0
+    while True:
+        try:
+            return await race(open_stream())
+        except (Aborted, OverBudget):
+            raise
+        except Exception as exc:
+            wait = retry_wait(exc, attempt)
+            if wait is None:
+                raise
+            what = describe_error(exc)
+            if getattr(exc, "status_code", None) == 429:
+                what = f"Rate limited (HTTP 429): {what}"
+            if attempt >= max_retries:
+                raise GaveUp(f"{what} (gave up after {attempt + 1} attempts)" if attempt else what) from exc
+            left = race.seconds_left()
+            if left is not None and wait > left:
+                raise GaveUp(f"{what} (the server asked to retry after {wait:g} s, more than the {max(left, 0):.3g} s "
+                             f"left of the request's time budget of {budget:g} s)") from exc
+            attempt += 1
+            await race(retry_sleep(wait))
+
+
+LOCAL_KEY = "no-key"
+"""The key sent to a server on the loopback interface when none is set: local servers check none."""
+
+
+def on_loopback(base_url: str | None) -> bool:
+    """Whether `base_url` names this machine (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+    import urllib.parse
+
+    try:
+        host = urllib.parse.urlsplit(base_url or "").hostname
+    except ValueError:
+        return False
+    if host is None:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def sdk(name: str) -> Any:
@@ -207,11 +381,12 @@ def describe_error(exc: BaseException) -> str:
 
 
 async def read_sdk_stream(opening: Awaitable[Any], reader: Any, race: AbortRace) -> AsyncIterator[ModelEvent]:
-    """Open an SDK stream, then hand each item to `reader` (`.read(item)`, `.end()` give model events).
+    """Open an SDK stream (`opening` gives it), then hand each item to `reader` (`.read(item)`, `.end()`
+    give model events).
 
     The SDK stream is closed whatever happens, before the end event leaves `provider_stream`.
     """
-    items = await race(opening)
+    items = await opening
     try:
         yield {"type": "start"}
         while (item := await race.next(items)) is not None:
@@ -234,7 +409,12 @@ class SDKModel:
     timeout: float = 60.0
     """Seconds the HTTP client waits to connect, and between reads of the stream."""
     max_retries: int = 2
-    """How often the SDK retries a failed request (connection errors, 408/429/5xx) before giving up."""
+    """How often a failed request is tried again (connection errors, timeouts, 408/409/429/5xx) before giving up."""
+    time_budget: float = 600.0
+    """Seconds one request may take in all: every attempt, the waits before retries and the whole stream.
+
+    A `retry-after` longer than what is left of it ends the request at once; running out mid-stream ends
+    it with an `error` saying so."""
     http_client: Any = None
     """Your own HTTP client for the SDK, e.g. `openai.DefaultAsyncHttpxClient(proxy=...)`; default the SDK's."""
     record_requests: bool = False
@@ -243,7 +423,8 @@ class SDKModel:
     client: Any = field(default=None, init=False, repr=False)
 
     def _http_settings(self) -> dict[str, Any]:
-        return {"timeout": self.timeout, "max_retries": self.max_retries, "http_client": self.http_client}
+        # The SDK does not retry by itself: `stream()` does, within the time budget and the abort signal.
+        return {"timeout": self.timeout, "max_retries": 0, "http_client": self.http_client}
 
     def _open(self, request: ModelRequest) -> Awaitable[Any]:
         raise NotImplementedError
@@ -254,8 +435,11 @@ class SDKModel:
     def stream(self, request: ModelRequest, *, signal: AbortSignal | None = None) -> AssistantMessageEventStream:
         if self.record_requests:
             self.requests.append(copy.deepcopy(request))
-        return provider_stream(lambda draft, race: read_sdk_stream(self._open(request), self._reader(draft), race),
-                               signal)
+        def events(draft: Draft, race: AbortRace) -> AsyncIterator[ModelEvent]:
+            opening = open_with_retries(lambda: self._open(request), race, self.max_retries, self.time_budget)
+            return read_sdk_stream(opening, self._reader(draft), race)
+
+        return provider_stream(events, signal, self.time_budget)
 
     async def aclose(self) -> None:
         """Close the HTTP client's connections."""
@@ -265,12 +449,18 @@ class SDKModel:
 ProviderEvents = Callable[[Draft, AbortRace], AsyncIterator[ModelEvent]]
 
 
-def provider_stream(events: ProviderEvents, signal: AbortSignal | None) -> AssistantMessageEventStream:
-    """The stream `model.stream()` returns: pulls `events` as the consumer asks and never raises."""
+def provider_stream(events: ProviderEvents, signal: AbortSignal | None,
+                    time_budget: float | None = None) -> AssistantMessageEventStream:
+    """The stream `model.stream()` returns: pulls `events` as the consumer asks and never raises.
+
+    With a `time_budget` (seconds), the whole request, from the first attempt to the end of the stream,
+    must fit in it; the budget starts when the consumer first asks for an event.
+    """
 
     async def run() -> AsyncIterator[ModelEvent]:
         draft = Draft()
-        race = AbortRace(signal)
+        deadline = None if time_budget is None else asyncio.get_running_loop().time() + time_budget
+        race = AbortRace(signal, deadline)
         end: ModelEvent | None = None
         try:
             async for event in events(draft, race):
@@ -280,6 +470,10 @@ def provider_stream(events: ProviderEvents, signal: AbortSignal | None) -> Assis
                     yield event
         except Aborted:
             end = draft.failed("aborted", ABORTED)
+        except OverBudget:
+            end = draft.failed("error", f"The request took longer than its time budget of {time_budget:g} s")
+        except GaveUp as exc:
+            end = draft.failed("error", str(exc))
         except Exception as exc:  # HTTP errors, timeouts, broken SSE: all end the stream, never the run
             end = draft.failed("error", describe_error(exc))
         finally:

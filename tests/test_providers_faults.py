@@ -1,0 +1,270 @@
+"""Providers: the fault matrix. Each fault a model's server can show, for both APIs, with its defined outcome.
+
+Broken tool-call arguments (not JSON, not an object, cut short), 429 with a short and a very long
+`retry-after`, a connection dropped before the answer, a stall, a slow stream aborted, and a request
+that outlives its time budget. README "Real models" lists the same table. Waits before retries go
+through `streaming.retry_sleep`, which the tests replace: they see every wait and sleep none.
+"""
+
+import asyncio
+
+import pytest
+import pytest_asyncio
+from loopback import LoopbackServer, Reply, collect, make_model, readme_request, recorded, skip_without, tool_call_stream
+
+from course.judge import cli
+from course.recorder.harness import load_prerequisite, run_loop
+from course.runtime import readme_example as readme
+from course.runtime.abort import AbortController
+from course.runtime.messages import text
+from course.runtime.providers import streaming
+from course.runtime.tools import Registry
+
+PROVIDERS = [pytest.param("openai", marks=skip_without("openai")),
+             pytest.param("anthropic", marks=skip_without("anthropic"))]
+ALL_TEXT = {"openai": 3, "anthropic": 5}  # events of the README stream carrying all of its text
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request):
+    return request.param
+
+
+@pytest.fixture
+def server():
+    with LoopbackServer() as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def model(provider, server):
+    model = make_model(provider, server, max_retries=2)
+    yield model
+    await model.aclose()
+
+
+@pytest.fixture
+def waits(monkeypatch):
+    """The waits before retries, recorded instead of slept."""
+    asked: list[float] = []
+
+    async def no_sleep(seconds):
+        asked.append(seconds)
+
+    monkeypatch.setattr(streaming, "retry_sleep", no_sleep)
+    return asked
+
+
+def rate_limited(**headers) -> Reply:
+    body = b'{"type":"error","error":{"type":"rate_limit_error","message":"Too many requests"}}'
+    return Reply(body, status=429, headers=headers)
+
+
+# --- arguments the model got wrong ----------------------------------------------------------
+
+BROKEN_ARGUMENTS = [
+    ('{"path": READ', "Expecting value at character 10"),
+    ('["README.md"]', "a JSON array, not an object"),
+    ('{"path":"README.md","limit":1', "cut short before its JSON ended"),
+    ('{"path":"README.md"', "cut short before its JSON ended"),  # fits the schema as far as it goes
+    ('{"path": "\\ud800"}', "it holds \\ud800, a lone surrogate, which is not UTF-8 text"),
+    ('{"a":' * 300 + "1" + "}" * 300, "it is nested deeper than 100 levels"),
+]
+
+
+@pytest.mark.asyncio
+class TestBrokenArguments:
+    @pytest.mark.parametrize("written, why", BROKEN_ARGUMENTS,
+                             ids=["not_json", "not_an_object", "cut_short", "cut_short_fitting_the_schema",
+                                  "lone_surrogate", "too_deep"])
+    async def test_the_tool_never_runs_and_the_model_reads_why(self, provider, model, server, written, why):
+        server.replies.extend([Reply(tool_call_stream(provider, written)),
+                               Reply(recorded(f"{provider}_readme_final.sse"))])
+        run = await run_loop(load_prerequisite("ch07_agent_loop"), model=model, context=readme.context(),
+                             tools=Registry([readme.memory_read_tool()]))
+        assert (run.reason, run.executions, run.problems) == ("stop", [], [])
+        call, result = run.messages[1]["content"][0], run.messages[2]
+        # the transcript keeps what the model wrote; the arguments never become a half-read object
+        assert (call["arguments"], call["argumentsText"], call["argumentsError"]) == ({}, written, why)
+        assert result["isError"] and result["content"] == [
+            text(f"Invalid arguments for tool read: the arguments are not valid JSON ({why})")]
+        # the next request sends the text back as it was written, in the API's own form
+        sent = server.requests[1]["body"]["messages"]
+        if provider == "openai":
+            assert sent[2]["tool_calls"][0]["function"]["arguments"] == written
+            assert sent[3] == {"role": "tool", "tool_call_id": "call_bad1", "content": result["content"][0]["text"]}
+        else:
+            assert sent[1]["content"][0] == {"type": "tool_use", "id": "call_bad1", "name": "read",
+                                             "input": {"invalid_json": written}}
+            assert sent[2]["content"][0]["is_error"] is True
+
+    async def test_empty_arguments_are_an_empty_object(self, provider, model, server):
+        server.replies.append(Reply(tool_call_stream(provider, "")))
+        _, message = await collect(model.stream(readme_request()))
+        assert message["content"][0] == {"type": "toolCall", "id": "call_bad1", "name": "read", "arguments": {}}
+
+
+# --- retries and the time budget -------------------------------------------------------------
+
+@pytest.mark.asyncio
+class TestRetries:
+    @pytest.mark.parametrize("header, value, wait", [("retry-after", "2", 2.0), ("retry-after-ms", "20", 0.02)])
+    async def test_429_with_a_short_retry_after_is_retried_after_it(self, model, server, waits, header, value, wait,
+                                                                     provider):
+        server.replies.extend([rate_limited(**{header: value}), Reply(recorded(f"{provider}_readme_final.sse"))])
+        events, message = await collect(model.stream(readme_request()))
+        assert (message["stopReason"], message["content"]) == ("stop", [text("项目名是 tiny-pi。")])
+        assert waits == [wait] and len(server.requests) == 2
+
+    async def test_429_with_a_retry_after_beyond_the_time_budget_ends_at_once(self, model, server, waits):
+        server.replies.append(rate_limited(**{"retry-after": "3600"}))
+        events, message = await collect(model.stream(readme_request()))
+        assert events == [{"type": "error", "reason": "error", "error": message}]
+        assert message["errorMessage"].startswith("Rate limited (HTTP 429): Error code: 429")
+        assert "the server asked to retry after 3600 s, more than the" in message["errorMessage"]
+        assert "of the request's time budget of 600 s" in message["errorMessage"]
+        assert waits == [] and len(server.requests) == 1
+
+    async def test_429_every_time_gives_up_after_max_retries(self, model, server, waits):
+        server.replies.extend([rate_limited(**{"retry-after": "0"}) for _ in range(3)])
+        _, message = await collect(model.stream(readme_request()))
+        assert message["stopReason"] == "error"
+        assert message["errorMessage"].startswith("Rate limited (HTTP 429)")
+        assert message["errorMessage"].endswith("(gave up after 3 attempts)")
+        assert waits == [0.0, 0.0] and len(server.requests) == 3
+
+    async def test_a_server_saying_do_not_retry_is_not_retried(self, model, server, waits):
+        server.replies.append(Reply(b'{"error": "busy"}', status=503, headers={"x-should-retry": "false"}))
+        _, message = await collect(model.stream(readme_request()))
+        assert message["errorMessage"].startswith("Error code: 503") and waits == [] and len(server.requests) == 1
+
+    async def test_a_client_error_is_not_retried(self, model, server, waits):
+        server.replies.append(Reply(b'{"error": "bad request"}', status=400))
+        _, message = await collect(model.stream(readme_request()))
+        assert message["errorMessage"].startswith("Error code: 400") and waits == [] and len(server.requests) == 1
+
+    async def test_a_connection_dropped_before_the_answer_is_retried_with_backoff(self, provider, model, server,
+                                                                                 waits):
+        server.replies.extend([Reply(close_at_once=True), Reply(close_at_once=True),
+                               Reply(recorded(f"{provider}_readme_final.sse"))])
+        _, message = await collect(model.stream(readme_request()))
+        assert message["stopReason"] == "stop" and waits == [0.5, 1.0] and len(server.requests) == 3
+
+    async def test_abort_interrupts_the_wait_before_a_retry(self, model, server, monkeypatch):
+        sleeping = asyncio.Event()
+
+        async def sleep_until_aborted(seconds):  # never ends by itself: only the abort can end the wait
+            sleeping.set()
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(streaming, "retry_sleep", sleep_until_aborted)
+        server.replies.append(rate_limited(**{"retry-after": "30"}))
+        controller = AbortController()
+        collecting = asyncio.create_task(collect(model.stream(readme_request(), signal=controller.signal)))
+        await sleeping.wait()
+        controller.abort()
+        async with asyncio.timeout(10):  # bounds a broken implementation's hang; a working one ends at once
+            events, message = await collecting
+        assert events == [{"type": "error", "reason": "aborted", "error": message}]
+        assert message["errorMessage"] == "Request was aborted" and len(server.requests) == 1
+
+    async def test_a_stream_outliving_its_time_budget_ends_with_an_error(self, provider, server):
+        # The server holds the stream open; the read timeout (2 s) is longer than the budget (0.3 s).
+        model = make_model(provider, server, timeout=2.0, time_budget=0.3)
+        server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), events=ALL_TEXT[provider], then="hold"))
+        events, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert events[-1] == {"type": "error", "reason": "error", "error": message}
+        assert message["content"] == [text("我先读取项目说明。")]
+        assert message["errorMessage"] == "The request took longer than its time budget of 0.3 s"
+        assert await asyncio.to_thread(server.client_closed.wait, 2.0)
+
+
+@pytest.mark.asyncio
+class TestSlowStream:
+    async def test_abort_of_a_slow_stream_closes_it(self, provider, model, server):
+        server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), pace=0.05))
+        controller = AbortController()
+        stream = model.stream(readme_request(), signal=controller.signal)
+        events = []
+        async for event in stream:
+            events.append(event)
+            if event["type"] == "text_delta":
+                controller.abort()
+        message = await stream.result()
+        assert [e["type"] for e in events] == ["start", "text_delta", "error"]
+        assert (message["stopReason"], message["content"]) == ("aborted", [text("我先读取")])
+
+
+# --- local servers need no key -----------------------------------------------------------------
+
+def test_demo_on_a_local_anthropic_server_needs_no_key(server, capsys, monkeypatch):
+    pytest.importorskip("anthropic")
+    for variable in ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY",
+                     "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]:
+        monkeypatch.delenv(variable, raising=False)
+    server.replies.extend([Reply(recorded("anthropic_readme_first.sse")),
+                           Reply(recorded("anthropic_readme_final.sse"))])
+    code = cli.main(["demo", "--provider", "anthropic", "--base-url", server.url, "--model", "x"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "reason           stop" in out and "4  assistant   [stop] 项目名是 tiny-pi。" in out
+    headers = server.requests[0]["headers"]
+    assert (headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")) == "no-key"
+
+
+@pytest.mark.parametrize("url, local", [
+    ("http://127.0.0.1:8080", True), ("http://localhost:11434/v1", True), ("http://[::1]:1234/v1", True),
+    ("http://127.8.9.10", True), ("https://api.anthropic.com", False), ("http://10.0.0.1:8080", False),
+    ("http://127.0.0.1.example.com", False), (None, False), ("not a url", False),
+])
+def test_which_base_urls_are_local(url, local):
+    assert streaming.on_loopback(url) is local
+
+
+def test_a_remote_anthropic_server_without_a_key_is_not_given_one(monkeypatch):
+    pytest.importorskip("anthropic")
+    from course.runtime.providers import AnthropicModel
+    for variable in ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"]:
+        monkeypatch.delenv(variable, raising=False)
+    assert AnthropicModel("m", base_url="https://api.anthropic.com").client.api_key is None
+
+
+def test_ctrl_c_ends_the_demo_quietly(server):
+    """Ctrl-C while the demo waits on a model: exit 130, nothing on stderr (no KeyboardInterrupt traceback)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    pytest.importorskip("openai")
+    env = {name: value for name, value in os.environ.items()
+           if name.upper() not in ("OPENAI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")}
+    children = []
+    known = threading.Event()  # the child is in `children` (the server thread reads it)
+
+    def interrupt():
+        known.wait(10)
+        children[0].send_signal(signal.SIGINT)
+
+    # The server sends the first event, holds the stream open, and only then is the signal sent.
+    server.replies.append(Reply(recorded("openai_readme_first.sse"), events=1, then="hold", on_hold=interrupt))
+    child = subprocess.Popen([sys.executable, "-m", "course", "demo", "--provider", "openai", "--base-url",
+                              f"{server.url}/v1", "--model", "m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env)
+    children.append(child)
+    known.set()
+    _, stderr = child.communicate(timeout=60)
+    assert (child.returncode, stderr.decode()) == (130, "")
+
+
+@pytest.mark.asyncio
+async def test_429_without_retries_says_rate_limited(server, waits):
+    pytest.importorskip("openai")
+    model = make_model("openai", server, max_retries=0)
+    server.replies.append(rate_limited(**{"retry-after": "1"}))
+    _, message = await collect(model.stream(readme_request()))
+    await model.aclose()
+    assert message["errorMessage"].startswith("Rate limited (HTTP 429): Error code: 429")
+    assert waits == [] and len(server.requests) == 1
