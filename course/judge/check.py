@@ -1,4 +1,4 @@
-"""`course check`, `course status`, `course watch`: a student's view of their chapter modules."""
+"""`course check`, `course status`: a student's view of their chapter modules (`course watch` is watch.py)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def check(args: argparse.Namespace) -> int:
     """Run one chapter's scenarios against the student's modules and report each."""
     chapter = find_chapter(args.chapter)
     implementation = default_implementation(args.impl)
-    run = run_tests([chapter], implementation, chain=args.chain)
+    # `course watch` gives a time limit, so a hung run is killed and reported, and the watching goes on.
+    run = run_tests([chapter], implementation, chain=args.chain, timeout=getattr(args, "timeout", None))
     found = report_check(chapter, run, implementation, args.chain)
     if args.json:
         Path(args.json).write_text(json.dumps({
@@ -132,31 +133,6 @@ def status(args: argparse.Namespace) -> int:
     return 0 if run.passed else 1
 
 
-def watch(args: argparse.Namespace, changes=None) -> int:
-    """Check the chapter now and again after every change to the implementation's Python files.
-
-    `changes` replaces the file watcher (tests hand in a finite list of change sets)."""
-    implementation = default_implementation(args.impl)
-    directory = Path(implementation) if implementation else Path(__file__).resolve().parents[2] / "checkpoints"
-    if not directory.is_dir():
-        print(f"course watch: {directory} is not a directory")
-        return 2
-    if changes is None:
-        import watchfiles  # part of the test extra; imported here so `course check` does not need it
-
-        changes = watchfiles.watch(directory, watch_filter=watchfiles.PythonFilter())
-    print(f"watching {shown(directory)} — Ctrl-C stops\n")
-    check(args)
-    try:
-        for changed in changes:
-            names = sorted({shown(path) for _, path in changed})
-            print(f"\n--- changed: {', '.join(names)} " + "-" * 20 + "\n")
-            check(args)
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
 def register(commands) -> None:
     def implementation_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--impl", metavar="DIR", default=None,
@@ -175,7 +151,3 @@ def register(commands) -> None:
     implementation_options(status_parser)
     status_parser.set_defaults(handler=status)
 
-    watch_parser = commands.add_parser("watch", help="re-run `course check NN` whenever your files change")
-    watch_parser.add_argument("chapter", metavar="NN")
-    implementation_options(watch_parser)
-    watch_parser.set_defaults(handler=watch, json=None)
