@@ -11,7 +11,7 @@ from course.judge.snapshot import RunSnapshotExtension
 HARNESS_MODULE = "test_harness_cli"
 # Every module whose tests wait on child processes: each has `launch(tmp_path_factory)`, starting
 # them, which returns something with `stop()`.
-STARTS_EARLY = (HARNESS_MODULE, "test_watch")
+STARTS_EARLY = (HARNESS_MODULE, "test_hints", "test_watch")
 
 
 def pytest_configure(config):

@@ -129,7 +129,7 @@ def test_watch_without_watchfiles_says_what_to_install(monkeypatch, capsys, tmp_
     assert watch.watch(watch_args(tmp_path)) == 2  # called directly, too
 
 
-@pytest.mark.parametrize("command", [["check", "07"], ["status"], ["grade", "07", "x"]])
+@pytest.mark.parametrize("command", [["check", "07"], ["status"], ["hint", "07"], ["grade", "07", "x"]])
 def test_commands_that_run_tests_say_what_to_install_instead_of_0_of_0(monkeypatch, capsys, command):
     monkeypatch.setattr(extras, "_installed", lambda module: module not in ("syrupy", "hypothesis"))
     monkeypatch.setattr(check, "run_tests", lambda *a, **k: pytest.fail("no tests may run without the extra"))

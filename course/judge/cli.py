@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from course.judge import check, extras, grade, mutants, snapshots, starter, watch
+from course.judge import check, extras, grade, hints, mutants, snapshots, starter, watch
 
 # `course demo --workspace` without a DIR: a temporary workspace holding the chapter's README.md.
 TEMPORARY_WORKSPACE = ""
@@ -37,7 +37,7 @@ def register(commands) -> None:
 
 
 # Each command module has `register(commands)`, adding its subcommand; this list is the CLI.
-COMMANDS = [register, starter.register, check.register, watch.register, snapshots.register,
+COMMANDS = [register, starter.register, check.register, watch.register, hints.register, snapshots.register,
             grade.register, mutants.register]
 
 
