@@ -21,6 +21,12 @@ from course.judge.timeline import render_run
 from course.manifest import CHAPTERS, find_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def lower_priority() -> None:
+    """In the child: yield the CPU to the session's own tests and to the `course grade` children
+    of test_harness_cli, whose time limits must not be starved (it is started with the others)."""
+    os.nice(10)
 LOOP = find_chapter("07")
 REFERENCE_LOOP = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8")
 CHAPTER_TEXT = Path("/work/shared/spec/000_b463beaf6860d93c.txt")
@@ -50,7 +56,8 @@ class Children:
             env = {**os.environ, hints.STATE_ENV: str(workspace / f"{name}.json"), "NO_COLOR": "1"}
             self.started[name] = subprocess.Popen(
                 [sys.executable, "-m", "course", "hint", "07", "--step", "3", f"--impl={workspace / name}"],
-                cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                preexec_fn=lower_priority)
 
     def __getitem__(self, name: str) -> subprocess.Popen:
         return self.started[name]
