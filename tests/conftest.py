@@ -10,6 +10,9 @@ from course.recorder.pytest_plugin import scenario_snapshot
 
 # The `course` command tests: they wait on child processes, which start before the first test.
 HARNESS_MODULE = "test_harness_cli"
+# Every module whose tests wait on child processes: each has `launch(tmp_path_factory)`, starting
+# them, which returns something with `stop()`.
+STARTS_EARLY = (HARNESS_MODULE, "test_hints", "test_watch")
 
 
 def pytest_configure(config):
@@ -41,7 +44,7 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt))
     # The `course` command tests wait on child processes (started first, see below): they go last, so
     # that the children run on the other core while every other test runs, instead of being waited for.
-    items.sort(key=lambda item: item.module.__name__ == HARNESS_MODULE)
+    items.sort(key=lambda item: item.module.__name__ in STARTS_EARLY)
 
 
 @pytest.fixture(autouse=True)
@@ -61,9 +64,9 @@ def snapshot(request):
 def harness_commands_start_early(request, tmp_path_factory):
     """The `course` command tests wait on child processes; when they are selected, start those
     children before the first test, so that they run while the other modules do."""
-    module = next((item.module for item in request.session.items
-                   if item.module.__name__ == HARNESS_MODULE), None)
-    launched = module.launch(tmp_path_factory) if module is not None else None
+    modules = dict.fromkeys(item.module for item in request.session.items
+                            if item.module.__name__ in STARTS_EARLY)
+    launched = [module.launch(tmp_path_factory) for module in modules]
     yield
-    if launched is not None:
-        launched.stop()  # also when the harness tests never ran (e.g. `-x` stopped the session)
+    for children in launched:
+        children.stop()  # also when their tests never ran (e.g. `-x` stopped the session)

@@ -283,17 +283,6 @@ def test_verify_catches_results_kept_in_task_start_order(runs):
     assert re.search(r"not deterministic: \d+ rendered runs differ, 1 of 2 runs failed", out)
 
 
-def test_watch_checks_again_after_each_change(monkeypatch, capsys, tmp_path):
-    checked = []
-    monkeypatch.setattr(check, "check", lambda args: checked.append(args.chapter) or 0)
-    args = cli.build_parser().parse_args(["watch", "07", "--impl", str(tmp_path)])
-    changes = [{(2, str(tmp_path / "ch07_agent_loop.py"))}, {(2, str(tmp_path / "helpers.py"))}]
-    assert check.watch(args, changes=iter(changes)) == 0
-    assert checked == ["07", "07", "07"]  # once at the start, once per change
-    out = capsys.readouterr().out
-    assert "changed: " in out and out.index("ch07_agent_loop.py") < out.index("helpers.py")
-
-
 def test_grade_reports_each_submission_and_kills_the_hanging_one(runs):
     code, out, err = runs.result("grade")
     assert code == 0

@@ -1,4 +1,4 @@
-"""`course check`, `course status`, `course watch`: a student's view of their chapter modules.
+"""`course check`, `course status`: a student's view of their chapter modules (`course watch` is watch.py).
 
 Each chapter is judged by `course.judge.session`: the student's code runs in a child process that
 only records; this process renders and compares, and prints each scenario as it is decided.
@@ -249,31 +249,6 @@ def status(args: argparse.Namespace) -> int:
     return 0 if not unfinished else 1
 
 
-def watch(args: argparse.Namespace, changes=None) -> int:
-    """Check the chapter now and again after every change to the implementation's Python files.
-
-    `changes` replaces the file watcher (tests hand in a finite list of change sets)."""
-    implementation = default_implementation(args.impl)
-    directory = Path(implementation) if implementation else Path(__file__).resolve().parents[2] / "checkpoints"
-    if not directory.is_dir():
-        print(f"course watch: {directory} is not a directory")
-        return 2
-    if changes is None:
-        import watchfiles  # part of the test extra; imported here so `course check` does not need it
-
-        changes = watchfiles.watch(directory, watch_filter=watchfiles.PythonFilter())
-    print(f"watching {shown(directory)} — Ctrl-C stops\n")
-    check(args)
-    try:
-        for changed in changes:
-            names = sorted({shown(path) for _, path in changed})
-            print(f"\n--- changed: {', '.join(names)} " + "-" * 20 + "\n")
-            check(args)
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
 def register(commands) -> None:
     def implementation_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--impl", metavar="DIR", default=None,
@@ -293,8 +268,3 @@ def register(commands) -> None:
     status_parser = commands.add_parser("status", help="progress table: chapters × scenarios")
     implementation_options(status_parser)
     status_parser.set_defaults(handler=status)
-
-    watch_parser = commands.add_parser("watch", help="re-run `course check NN` whenever your files change")
-    watch_parser.add_argument("chapter", metavar="NN")
-    implementation_options(watch_parser)
-    watch_parser.set_defaults(handler=watch, json=None, timeout=None)

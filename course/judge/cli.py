@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from course.judge import check, grade, mutants, snapshots, starter
+from course.judge import check, extras, grade, hints, mutants, snapshots, starter, watch
 
 # `course demo --workspace` without a DIR: a temporary workspace holding the chapter's README.md.
 TEMPORARY_WORKSPACE = ""
@@ -37,13 +37,14 @@ def register(commands) -> None:
 
 
 # Each command module has `register(commands)`, adding its subcommand; this list is the CLI.
-COMMANDS = [register, starter.register, check.register, snapshots.register, grade.register, mutants.register]
+COMMANDS = [register, starter.register, check.register, watch.register, hints.register, snapshots.register,
+            grade.register, mutants.register]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description=__doc__)
     parser.set_defaults(handler=demo, json=False, workspace=None, provider=None)
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     for add_command in COMMANDS:
         add_command(commands)
     return parser
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    missing_extra = extras.check_installed(args.command)  # an install hint, not a traceback or "0 of 0"
+    if missing_extra is not None:
+        return missing_extra
     try:
         code = args.handler(args)
         sys.stdout.flush()  # a reader that went away shows here, where it is handled, not at exit

@@ -5,7 +5,8 @@ The read tool here is the chapter's in-memory stand-in (chapter 08 builds the re
 
 from __future__ import annotations
 
-from course.runtime.messages import AssistantMessage, ToolCall, assistant_message, text, tool_call, user_message
+from course.runtime.messages import AssistantMessage, ToolCall, text, tool_call, user_message
+from course.runtime.scripted import answer
 from course.runtime.tools import Tool, ToolExecutionContext, ToolOutput
 
 SYSTEM_PROMPT = "You are tiny-pi, a small agent runtime."
@@ -24,12 +25,14 @@ def read_call(call_id: str = "call-1", path: str = "README.md") -> ToolCall:
     return tool_call(call_id, "read", {"path": path})
 
 
+# The scripted answers carry no clock reading until the model streams them (course.runtime.scripted.answer),
+# so the round trip's timestamps are the chapter's: user 1, first answer 2, readResult 3, final answer 4.
 def first_answer() -> AssistantMessage:
-    return assistant_message([text("我先读取项目说明。"), read_call()], "toolUse")
+    return answer([text("我先读取项目说明。"), read_call()], "toolUse")
 
 
 def final_answer() -> AssistantMessage:
-    return assistant_message([text("项目名是 tiny-pi。")], "stop")
+    return answer([text("项目名是 tiny-pi。")], "stop")
 
 
 def context() -> dict:
@@ -56,8 +59,8 @@ def answer_from_read_result(request: dict) -> AssistantMessage:
     result = request["messages"][-1]
     body = "\n".join(block["text"] for block in result["content"] if block["type"] == "text")
     if result["isError"]:
-        return assistant_message([text(f"读取失败：{body}")], "stop")
+        return answer([text(f"读取失败：{body}")], "stop")
     title = next((line[2:].strip() for line in body.splitlines() if line.startswith("# ")), None)
     if title is None:
-        return assistant_message([text("README.md 里没有标题。")], "stop")
-    return assistant_message([text(f"项目名是 {title}。")], "stop")
+        return answer([text("README.md 里没有标题。")], "stop")
+    return answer([text(f"项目名是 {title}。")], "stop")

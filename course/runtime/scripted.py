@@ -10,7 +10,7 @@ from typing import Union
 
 from course.runtime.abort import AbortSignal
 from course.runtime.clock import now
-from course.runtime.messages import AssistantMessage
+from course.runtime.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message
 from course.runtime.stream import AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
 
 Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
@@ -18,6 +18,18 @@ Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | A
 
 # The streamed arguments' text, as a provider sends it; one encoder built once, not one per call.
 compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+# The timestamp of an answer written before the run: the model stamps the real one when it streams it.
+UNSTAMPED = 0
+
+
+def answer(content: list[TextContent | ToolCall], stop_reason: StopReason, *,
+           error_message: str | None = None) -> AssistantMessage:
+    """A scripted answer, built before the run without reading the clock: `ScriptedModel` stamps
+    it when it streams it, so a transcript's timestamps follow the run alone (the chapter's README
+    round trip reads user 1, assistant 2, toolResult 3, assistant 4)."""
+    return assistant_message(content, stop_reason, error_message=error_message, timestamp=UNSTAMPED)
 
 
 class ScriptedModel:
