@@ -33,13 +33,14 @@ SCENARIO_TIMEOUT = 10
 """Seconds one chapter scenario may take in plain pytest (`course check` has its own, the same)."""
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     # `-k 单工具往返` selects by the chapter's own section names, while ids and snapshot files stay ASCII.
     long_hunt = 40 if os.environ.get("TINY_PI_HYPOTHESIS_PROFILE") == "long" else 1
     for item in items:
         for mark in item.iter_markers("section"):
             item.extra_keyword_matches.add(mark.args[0])
-        if item.module.__name__.startswith("test_ch") and item.get_closest_marker("timeout") is None:
+        if (item.module.__name__.startswith("test_ch") and item.get_closest_marker("timeout") is None
+                and config.getoption("timeout", None) is None):
             # A wrong student loop may spin for ever: its scenario fails, named, and the others still run.
             item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt))
     # The `course` command tests wait on child processes (started first, see below): they go last, so

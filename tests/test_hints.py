@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from course.judge import cli, hints, invariants, mutants
+from course.judge import check, cli, hints, invariants, mutants
 from course.judge.render import observations
-from course.judge.testrun import PytestRun, Scenario
+from course.judge.session import ChapterRun, Verdict
 from course.judge.timeline import render_run
 from course.manifest import CHAPTERS, find_chapter
 
@@ -226,12 +226,12 @@ def test_chapters_without_their_text_here_point_at_the_readme():
 
 # --- the command on hand-made runs --------------------------------------------------------------
 
-def fake_run(*scenarios: Scenario, exit_code: int = 1) -> PytestRun:
-    return PytestRun(exit_code=exit_code, scenarios=list(scenarios), output="")
+def fake_run(*scenarios: Verdict, exit_code: int = 1) -> ChapterRun:
+    return ChapterRun(LOOP, list(scenarios))
 
 
-def scenario(name: str, status: str = "failed", section: str = "非执行终态", **more) -> Scenario:
-    return Scenario(scenario=name, file=LOOP.test_file, status=status, section=section, **more)
+def scenario(name: str, status: str = "failed", section: str = "非执行终态", **more) -> Verdict:
+    return Verdict(scenario=name, file=LOOP.test_file, status=status, section=section, **more)
 
 
 @pytest.fixture
@@ -251,11 +251,11 @@ def command(monkeypatch, tmp_path, capsys):
 
     command = Command()
 
-    def run_tests(chapters, implementation, **options):
+    def judge_chapter(chapter, implementation, **options):
         command.calls.append(options)
         return command.run
 
-    monkeypatch.setattr(hints, "run_tests", run_tests)
+    monkeypatch.setattr(check, "judge_chapter", judge_chapter)
     return command
 
 
@@ -277,7 +277,7 @@ def test_each_call_shows_one_more_step_then_stays_at_the_last(command):
     code, out = command("--step", "1")
     assert re.findall(r"^hint (\d) of 3", out, re.M) == ["1"]
     assert "more: course hint 07 'TestNonExecutingTerminals::test_terminal_row[length]'  (or --step 2)" in out
-    assert command.calls[0]["timeout"] == 60.0
+    assert command.calls[0]["timeout"] == 10.0  # each scenario's time limit
 
 
 def test_a_scenario_is_named_by_the_end_of_its_id(command):

@@ -25,9 +25,26 @@ LENGTH_FAILURES = {"TestNonExecutingTerminals::test_terminal_row[length]",
                    "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither"}
 # What those two scenarios show when a loop runs the tools of a `length` answer: the evidence diagnosis reads.
 LENGTH_EVIDENCE = {
-    "TestNonExecutingTerminals::test_terminal_row[length]": "timeline 7: tool_skipped(call-1) → tool_start(call-1)",
+    "TestNonExecutingTerminals::test_terminal_row[length]": "timeline 7: tool_skipped(call-1) → tool_start(call-1)"
+    " | broken: message 2 (stopReason length, 1 tool calls) ends the run, but the model was asked again"
+    " | broken: message 3 answers a call of message 2 (stopReason length), so it must be a skipped error result"
+    ' with details {"skipped": true, "reason": "length"}'
+    " | broken: event 7 tool_start for call-1, but the latest assistant message (stopReason length) does not run"
+    " its calls | broken: event 8 tool_end for call-1, which is not running"
+    " | broken: tool call read(call-1) of message 2 has no tool_skipped event",
     "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither":
-        "timeline 8: tool_skipped(call-1) → tool_start(call-1)",
+        "timeline 8: tool_skipped(call-1) → tool_start(call-1)"
+        " | broken: message 2 (stopReason length, 2 tool calls) ends the run, but the model was asked again"
+        " | broken: message 3 answers a call of message 2 (stopReason length), so it must be a skipped error result"
+        ' with details {"skipped": true, "reason": "length"}'
+        " | broken: message 4 answers a call of message 2 (stopReason length), so it must be a skipped error result"
+        ' with details {"skipped": true, "reason": "length"}'
+        " | broken: event 8 tool_start for call-1, but the latest assistant message (stopReason length) does not run"
+        " its calls | broken: event 9 tool_start for call-2, but the latest assistant message (stopReason length)"
+        " does not run its calls | broken: event 10 tool_end for call-1, which is not running"
+        " | broken: event 11 tool_end for call-2, which is not running"
+        " | broken: tool call read(call-1) of message 2 has no tool_skipped event"
+        " | broken: tool call read(call-2) of message 2 has no tool_skipped event",
 }
 
 
@@ -199,7 +216,7 @@ def test_the_same_failing_scenarios_with_other_evidence_name_no_mistake():
     other = {name: "timeline 7: tool_skipped(call-1) → tool_skipped(call-2)" for name in LENGTH_EVIDENCE}
     assert mutants.diagnose("07", other) == []
     signature = mutants.load_signatures()["07"]["request-sends-caller-messages"]
-    system_prompt_only_once = {name: key.replace("1 broken", "1 broken | broken 1 request 2 has a different system prompt")
+    system_prompt_only_once = {name: key.split(" | ")[0] + " | broken: request 2 has a different system prompt"
                                for name, key in signature.items()}
     assert mutants.diagnose("07", system_prompt_only_once) == []
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from course.judge import check, cli, extras, terminal, watch
-from course.judge.testrun import PytestRun, Scenario
+from course.judge.session import ChapterRun, Verdict
+from course.manifest import find_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,18 +62,25 @@ def test_watch_starts_each_run_on_a_fresh_screen_on_a_terminal(monkeypatch, tmp_
 
 def test_watch_goes_on_after_a_run_that_fails_hangs_or_crashes(monkeypatch, capsys, tmp_path):
     """A timed-out run is reported and the watching goes on; so does a checker that raises."""
-    timed_out = PytestRun(exit_code=None, output="", scenarios=[
-        Scenario("TestPureStop::test_pure_stop", "tests/test_ch07_agent_loop.py", "passed"),
-        Scenario("TestSingleToolRoundTrip::test_readme_round_trip", "tests/test_ch07_agent_loop.py", "timeout")])
+    verdicts = [Verdict("TestPureStop::test_pure_stop", "tests/test_ch07_agent_loop.py", "passed"),
+                Verdict("TestSingleToolRoundTrip::test_readme_round_trip", "tests/test_ch07_agent_loop.py", "timeout",
+                        problem="did not finish within 5 s")]
     given = []
-    monkeypatch.setattr(check, "run_tests", lambda chapters, impl, **options: given.append(options) or timed_out)
+
+    def judge_chapter(chapter, implementation, **options):
+        given.append(options)
+        for verdict in verdicts:
+            options["on_verdict"](verdict)
+        return ChapterRun(find_chapter("07"), verdicts)
+
+    monkeypatch.setattr(check, "judge_chapter", judge_chapter)
     outcomes = iter([lambda: check.check(args), lambda: 1 / 0, lambda: check.check(args)])
     args = watch_args(tmp_path, "--timeout", "5")
     changes = [{(2, str(tmp_path / "a.py"))}, {(2, str(tmp_path / "b.py"))}]
     assert watch.watch(args, iter(changes), lambda _: next(outcomes)()) == 0
     out = capsys.readouterr().out
     assert [options["timeout"] for options in given] == [5.0, 5.0]  # the watch's time limit reaches the run
-    assert out.count("killed at its time limit") == 2
+    assert out.count("TIMEOUT TestSingleToolRoundTrip::test_readme_round_trip") == 2
     assert "course watch: this check could not run (ZeroDivisionError: division by zero)" in out
     assert out.count("waiting for a change in") == 3
 
@@ -138,7 +146,7 @@ def test_watch_without_watchfiles_says_what_to_install(monkeypatch, capsys, tmp_
 @pytest.mark.parametrize("command", [["check", "07"], ["status"], ["hint", "07"], ["grade", "07", "x"]])
 def test_commands_that_run_tests_say_what_to_install_instead_of_0_of_0(monkeypatch, capsys, command):
     monkeypatch.setattr(extras, "_installed", lambda module: module not in ("syrupy", "hypothesis"))
-    monkeypatch.setattr(check, "run_tests", lambda *a, **k: pytest.fail("no tests may run without the extra"))
+    monkeypatch.setattr(check, "judge_chapter", lambda *a, **k: pytest.fail("no tests may run without the extra"))
     assert cli.main(command) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

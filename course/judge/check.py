@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.judge import mutants
-from course.judge.session import ChapterRun, Verdict, judge_chapter, rerun_command
+from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, rerun_command
 from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, Chapter, find_chapter
 
@@ -64,8 +64,8 @@ def print_failure(verdict: Verdict, implementation: str | None, chain: bool, cha
         print(f"{pad}  got:      {'(nothing)' if d['got'] is None else d['got']}")
     if verdict.broken:
         print(f"{pad}broken promises of the chapter:")
-        for line in verdict.broken:
-            print(f"{pad}  {line}")
+        for n, line in enumerate(verdict.broken, 1):
+            print(f"{pad}  broken {n}: {line}")
     if verdict.problem:
         print(f"{pad}problem:  {verdict.problem}")
     if verdict.where:
@@ -126,9 +126,15 @@ def results_json(chapter: Chapter, run: ChapterRun, implementation: str | None, 
     }
 
 
-def import_message(run: ChapterRun) -> str:
-    return "; ".join(f"{e.get('file') or e.get('module')}, line {e.get('line')}: {e.get('problem')}"
-                     for e in run.import_errors)
+def import_message(run: ChapterRun, inside: str | None = None) -> str:
+    """The import errors in one line; paths inside `inside` (a graded copy) relative to it."""
+    def where(error: dict) -> str:
+        file = error.get("file") or error.get("module") or "?"
+        if inside and str(file).startswith(inside.rstrip("/") + "/"):
+            file = str(file)[len(inside.rstrip("/")) + 1:]
+        return file + (f", line {error['line']}" if error.get("line") else "")
+
+    return "; ".join(f"{where(e)}: {e.get('problem')}" for e in run.import_errors)
 
 
 def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,
@@ -160,9 +166,8 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
     def on_verdict(verdict: Verdict) -> None:
         show(verdict)
 
-    kwargs = {} if timeout is None else {"timeout": timeout}
     run = judge_chapter(chapter, str(Path(implementation).resolve()) if implementation else None, root=root,
-                        chain=chain, on_verdict=on_verdict, progress=run_state, **kwargs)
+                        chain=chain, on_verdict=on_verdict, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT)
     if not quiet and run.import_errors and not reported_imports:
         print_import_errors(run)
     found = diagnosis(chapter, run, implementation, chain)

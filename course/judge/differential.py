@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 import random
 import zlib
@@ -110,13 +111,24 @@ def verdict(module: str, plan: dict, got: str, expected: str) -> str | None:
     lines.append(divergence.describe() if divergence else "the run differs from the reference's run")
     broken = broken_lines(got)
     if broken:
-        lines += ["broken promises:", *("  " + line for line in broken)]
+        lines += ["broken promises:", *(f"  broken {n}: {line}" for n, line in enumerate(broken, 1))]
     return "\n".join(lines)
 
 
+_BROKEN = re.compile(r"^\s+broken \d+\s+(.*)$")
+
+
 def broken_lines(rendered: str) -> list[str]:
-    """Every promise of the chapter a rendered run broke, numbered as its `broken N` lines number them."""
-    return [" ".join(line.split()) for line in rendered.splitlines() if line.strip().startswith("broken ")]
+    """Every promise of the chapter a rendered run broke, in words, in the order its observations
+    number them (`broken 1`, `broken 2`, ...)."""
+    found = []
+    for line in rendered.splitlines():
+        if line.startswith("## ") and found:
+            break
+        match = _BROKEN.match(line)
+        if match:
+            found.append(match.group(1).strip())
+    return found
 
 
 def compare_section(module: str, section: str) -> None:

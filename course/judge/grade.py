@@ -61,7 +61,7 @@ def section_points(chapter: Chapter, run: ChapterRun) -> dict[str, list[float]]:
     return found
 
 
-def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float) -> Grade:
+def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student: str | None = None) -> Grade:
     scenarios = {v.scenario: v.status for v in run.verdicts}
     passed = sum(v.passed for v in run.verdicts)
     sections = section_points(chapter, run)
@@ -71,7 +71,7 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float) -> Grade
         grade.status, grade.problem = "flagged", "; ".join(dict.fromkeys(run.flags))
         grade.points = 0.0
     elif run.import_errors:
-        grade.status, grade.problem = "broken", import_message(run)
+        grade.status, grade.problem = "broken", import_message(run, inside=student)
     elif run.passed:
         grade.status = "pass"
     elif run.timed_out:
@@ -99,7 +99,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
                                 prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted)
         finally:
             processes.end_marked(MARK, token)  # whatever it started and left behind
-    grade = grade_of(folder.name, chapter, run, wall)
+    grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation)
     if results is not None:
         report = results_json(chapter, run, str(folder), False, root, [])
         report.update({"submission": folder.name, "gradeStatus": grade.status, "points": grade.points,

@@ -146,7 +146,7 @@ def evidence_key(*, generated: bool, status: str, divergence: dict | None, probl
         return "generated"
     if divergence:
         key = f"{divergence['section']} {divergence['index']}: {divergence['expected']} → {divergence['got']}"
-        return key + "".join(f" | {line}" for line in broken)
+        return key + "".join(f" | broken: {line}" for line in broken)
     if status == "timeout":
         return "timeout"
     kind = (problem or "").split(":", 1)[0].strip() or "?"

@@ -264,6 +264,7 @@ def judge_chapter(
     plan_starts: dict[str, set[int]] = {}
     ends: dict[str, dict] = {}
     wanted = dict(wanted or {})
+    started_order: list[str] = []
 
     def decide(name: str) -> None:
         exp = by_name[name]
@@ -317,6 +318,10 @@ def judge_chapter(
                         for line in lines:
                             current = _take(line, run, by_name, snapshots, plan_records, plan_starts, ends,
                                             verdicts, decide, current)
+                            name = line.get("scenario")
+                            if line.get("event") == "start" and "plan" not in line and name in by_name \
+                                    and name not in started_order:
+                                started_order.append(name)
                         if finished:
                             break
                         now = time.monotonic()
@@ -354,7 +359,9 @@ def judge_chapter(
                 "no record: the scenario never ran to its end (the run stopped, or its records were lost)"
             verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, "error" if not run.import_errors
                                              else "not run", exp.section, exp.purpose, problem=problem)
-    run.verdicts = [verdicts[e.scenario] for e in expected]
+    # In the order the test module runs them (the order their records began), then any never started.
+    order = {name: n for n, name in enumerate(started_order)}
+    run.verdicts = sorted((verdicts[e.scenario] for e in expected), key=lambda v: order.get(v.scenario, len(order)))
     return run
 
 

@@ -15,10 +15,16 @@ import pytest
 from course.recorder import scenarios
 
 
+GENERATED_TIMEOUT = 120
+"""Seconds a whole generated section may take: each of its plans has its own limit (`limits`), so
+this only bounds a machine so loaded that many plans crawl."""
+
+
 def generated_scenarios(module: str):
     sections = scenarios.for_chapter(module).SECTIONS
     cases = [pytest.param(key, id=key, marks=pytest.mark.section(name)) for key, name in sections.items()]
 
+    @pytest.mark.timeout(GENERATED_TIMEOUT)
     @pytest.mark.parametrize("section", cases)
     def test_generated(section, request):
         """generated plans of this section: every run must be the reference's run of the same plan."""
