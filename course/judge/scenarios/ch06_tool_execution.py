@@ -1,18 +1,20 @@
 """Chapter 06's generated plans (see `course.recorder.scenarios.ch06_tool_execution` for their shape)
 and the chapter's notation of an execution.
 
-`execute`: a registry of one to three tools, the called one with a generated JSON Schema (required
-and optional properties, additionalProperties absent, true, false or a schema, nested objects and
-arrays, every JSON type, enum, minimum, minLength); arguments that fit it, or that break it in exactly
-one place (a wrong type at any depth, a missing required property, an extra property, a value out of
-the enum or below the minimum), so that the one error the result names is the same whichever of
-jsonschema's ways to find errors an implementation uses; a call to an unknown name now and then.
-The tool reports progress, changes what it received at any depth (during its run or after it ended),
-and then returns a well-formed output (a non-bool isError, falsy or missing details, extra keys),
-a malformed one (not a dict, no content, content not a list), one holding values JSON cannot hold,
-raises (builtin and own exception types, with and without a message, several arguments), raises
-CancelledError, or waits until the task executing it is cancelled.
-
+Four sections execute one call against a registry of one to three tools, the called one with a
+generated JSON Schema (required and optional properties, additionalProperties absent, true, false or
+a schema, nested objects and arrays, every JSON type, enum, minimum, minLength):
+- `arguments`: arguments that fit it, or that break it in exactly one place (a wrong type at any
+  depth, a missing required property, an extra property, a value out of the enum or below the
+  minimum, an empty string), so that the one error the result names is the same whichever of
+  jsonschema's ways to find errors an implementation uses; calls to names the registry lacks.
+- `outputs`: the tool returns a well-formed output (a non-bool isError, falsy or missing details,
+  extra keys), a malformed one (not a dict, no content, content not a list), or one holding values
+  JSON cannot hold.
+- `failures`: the tool raises (builtin and own exception types, with and without a message, several
+  arguments), raises CancelledError, or waits until the task executing it is cancelled.
+- `context`: the tool reports progress and changes what it received at any depth, during its run or
+  after it ended; the caller's signal may be aborted already.
 `in_the_loop`: chapter 07's plans that run their tools through a registry (from chapter 07's own
 strategies), run by the reference loop with the chapter 06 under test as its executor.
 """
@@ -165,7 +167,7 @@ def broken(r: random.Random, value: Any, schema: dict) -> tuple[Any, str]:
     chosen = pick(r, sorted({what for what, _, _ in candidates}))  # each kind of break as often, wherever it fits
     where = [candidate for candidate in candidates if candidate[0] == chosen]
     deepest = max(len(path) for _, path, _ in where)
-    what, path, key = pick(r, where if r.random() < 0.5 else [c for c in where if len(c[1]) == deepest])
+    what, path, key = pick(r, where if r.random() < 0.4 else [c for c in where if len(c[1]) == deepest])
     value = copy.deepcopy(value)
     inner_schema = schema
     for step in path:
@@ -254,6 +256,8 @@ def not_json(r: random.Random) -> dict:
 
 
 def outcome(r: random.Random, kind: int) -> dict:
+    if kind < 0:
+        return {"returns": {"content": [text("done")]}}
     if kind <= 1:
         return {"returns": well_formed(r)}
     if kind == 2:
@@ -268,10 +272,10 @@ def outcome(r: random.Random, kind: int) -> dict:
 PROGRESS = [[text("step 1")], [text("step 2")], [text("half"), IMAGE], []]
 
 
-def execution_plan(seed: int) -> dict:
-    """The plan of one seed: what kind of call, outcome, progress and changes, and every detail."""
+def execution_plan(seed: int, focus: str) -> dict:
+    """The plan of one seed, in one section (`focus`): which call, what the tool does, every detail."""
     r = random.Random(seed)
-    call_kind = pick(r, ["runs"] * 6 + ["breaks the schema"] * 3 + ["unknown"])
+    call_kind = pick(r, ["runs"] * 2 + ["breaks the schema"] * 5 + ["unknown"] * 3) if focus == "arguments" else "runs"
     names = r.sample(TOOL_NAMES, r.randint(1, 3))
     parameters = object_schema(r, 2, top=True)
     tools = [{"name": name, "parameters": parameters if n == 0 else {"type": "object", "properties": {}}}
@@ -284,11 +288,29 @@ def execution_plan(seed: int) -> dict:
     elif call_kind == "breaks the schema":
         arguments, plan["brokenBy"] = broken(r, arguments, parameters)
     plan["call"] = {"id": pick(r, ["call-1", "toolu_01", "c 2"]), "name": name, "arguments": arguments}
-    plan["signalAborted"] = up_to(r, 9) == 0
-    plan["does"] = {"progress": [pick(r, PROGRESS) for _ in range(pick(r, [0, 0, 1, 2]))],
-                    "meddle": meddling(r, arguments, pick(r, [0, 0, 1, 2])), "meddleWhen": pick(r, ["during", "after"]),
-                    "outcome": outcome(r, up_to(r, 6))}
+    plan["signalAborted"] = focus == "context" and up_to(r, 3) == 0
+    progress = pick(r, [0, 0, 1, 2]) if focus == "context" else pick(r, [0, 1]) if focus == "failures" else 0
+    changes = pick(r, [0, 1, 1, 2]) if focus == "context" else 0
+    kind = {"arguments": [-1], "outputs": [0, 1, 2, 3], "failures": [4, 5, 6, 6], "context": [-1]}[focus]
+    plan["does"] = {"progress": [pick(r, PROGRESS) for _ in range(progress)], "meddle": meddling(r, arguments, changes),
+                    "meddleWhen": pick(r, ["during", "after"]), "outcome": outcome(r, pick(r, kind))}
     return plan
+
+
+def arguments_plan(seed: int) -> dict:
+    return execution_plan(seed, "arguments")
+
+
+def outputs_plan(seed: int) -> dict:
+    return execution_plan(seed, "outputs")
+
+
+def failures_plan(seed: int) -> dict:
+    return execution_plan(seed, "failures")
+
+
+def context_plan(seed: int) -> dict:
+    return execution_plan(seed, "context")
 
 
 def _uses_the_registry(plan: dict) -> bool:
@@ -298,8 +320,10 @@ def _uses_the_registry(plan: dict) -> bool:
 loop_plans = st.one_of(*[strategy.filter(_uses_the_registry) for strategy in ch07.STRATEGIES.values()]).map(
     lambda plan: {"loopPlan": plan})
 
-STRATEGIES = {"execute": st.integers(0, 2**32 - 1).map(execution_plan), "in_the_loop": loop_plans}
-EXAMPLES = {"execute": 150, "in_the_loop": 20}
+SEEDS = st.integers(0, 2**32 - 1)
+STRATEGIES = {"arguments": SEEDS.map(arguments_plan), "outputs": SEEDS.map(outputs_plan),
+              "failures": SEEDS.map(failures_plan), "context": SEEDS.map(context_plan), "in_the_loop": loop_plans}
+EXAMPLES = {"arguments": 60, "outputs": 50, "failures": 40, "context": 40, "in_the_loop": 20}
 
 
 # --- the chapter's notation ---------------------------------------------------------------------
@@ -328,8 +352,9 @@ def _listed(value: Any) -> list:
 
 
 def render_execution(record: dict) -> str:
-    """The result as JSON (what the fixed snapshots hold), then what else the execution did."""
-    out = []
+    """The result as JSON (all a fixed snapshot of a result holds), or what was raised instead; for a
+    whole execution, under `## result`, followed by what else the execution did."""
+    out = ["## result\n"] if "runs" in record else []
     if "result" in record:
         out.append(json.dumps(_shown(record["result"]), ensure_ascii=False, indent=2) + "\n")
     raised = record.get("raised")

@@ -2,7 +2,7 @@
 
 Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_tool_execution`):
 
-- an execution (section `execute`):
+- an execution (sections `arguments`, `outputs`, `failures`, `context`: each draws mostly what it names):
   {"tools": [{"name", "parameters"}],     the registry: each tool's JSON Schema
    "call": {"id", "name", "arguments"},   the call to execute (arguments may break the schema)
    "signalAborted": bool,                 the caller's signal is aborted before the call
@@ -39,8 +39,11 @@ from course.runtime.abort import AbortController
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
 SECTIONS = {
-    "execute": "工具执行",
-    "in_the_loop": "工具执行",
+    "arguments": "工具执行",    # schemas and the arguments that fit or break them; unknown names
+    "outputs": "工具执行",      # what the tool returns: well-formed, malformed, not JSON
+    "failures": "工具执行",     # the tool raises, raises CancelledError, or is cancelled while it waits
+    "context": "工具执行",      # progress, the caller's signal, a tool that changes its arguments
+    "in_the_loop": "工具执行",  # chapter 07's plans, run by the reference loop with this chapter 06
 }
 
 TURNS = 500
