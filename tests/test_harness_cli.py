@@ -217,14 +217,14 @@ def test_a_fresh_starter_fails_every_chapter_and_is_never_overwritten(runs, caps
     code, out, _ = runs.result("starter")
     assert code == 1
     rows = [line.split() for line in out.splitlines() if line[:2] in ("06", "07")]
-    # Only the two chapter 06 tests of course.runtime.tools itself pass without the student's code.
+    # Only the four chapter 06 tests of course.runtime.tools itself pass without the student's code.
     assert [row[:3] for row in rows] == [["06", "yours", "工具执行"], ["07", "yours", "纯文本"],
                                          ["07", "yours", "单工具往返"], ["07", "yours", "非执行终态"],
                                          ["07", "yours", "并发工具"], ["07", "yours", "取消与上限"]]
-    assert rows[0][3].startswith("2/") and rows[1][4].startswith("0/") and all(r[3].startswith("0/") for r in rows[2:])
+    assert rows[0][3].startswith("4/") and rows[1][4].startswith("0/") and all(r[3].startswith("0/") for r in rows[2:])
     later = [line.split() for line in out.splitlines() if line[:2].isdigit() and line[:2] > "07"]
     assert later and all(row[1] == "yours" and row[3].startswith("0/") for row in later)
-    assert "\n2 of " in out and "next: course check 06 --impl=starter" in out
+    assert "\n4 of " in out and "next: course check 06 --impl=starter" in out
 
     target = runs.workspace / "starter" / f"{LOOP.module}.py"
     target.write_text("# my work so far\n", encoding="utf-8")
