@@ -361,6 +361,8 @@ def render_execution(record: dict) -> str:
     if raised is not None:
         kind, message = (raised.get("type"), raised.get("message")) if isinstance(raised, dict) else (raised, None)
         out.append(f"raised {kind}" + (f": {message}" if message else "") + "\n")
+    if "neverEnded" in record:
+        out.append(f"never ended: {record['neverEnded']}\n")
     if "runs" in record:
         lines = [f"{run.get('tool')} got {_compact(run.get('received'))}"
                  + ("" if run.get("callersSignal") else " and not the caller's signal")

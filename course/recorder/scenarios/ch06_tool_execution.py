@@ -211,7 +211,7 @@ async def execute_plan(plan: dict, execute_tool_call) -> dict:
         if outcome.get("cancelled") == "from outside":
             record["toolWhenTheExecutorEnded"] = state["tool"] if task.done() else "still running"
         if not task.done():
-            record["raised"] = {"type": "nothing: still running", "message": f"after {TURNS} turns of the event loop"}
+            record["neverEnded"] = f"still running after {TURNS} turns of the event loop"
             for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
                 task.cancel()
                 await _drive(task)
@@ -261,9 +261,31 @@ def loop_with(execute_tool_call) -> ModuleType:
 async def run_plan(plan: dict, load) -> dict:
     executor = load("ch06_tool_execution").execute_tool_call
     if "loopPlan" in plan:
-        from course.recorder.scenarios import ch07_agent_loop
-
-        loop = loop_with(executor)
-        return await ch07_agent_loop.run_plan(
-            plan["loopPlan"], lambda module: loop if module == "ch07_agent_loop" else load(module))
+        return await run_in_the_loop(plan["loopPlan"], executor, load)
     return await execute_plan(plan, executor)
+
+
+LOOP_TURNS = 50_000
+"""Event-loop turns a chapter 07 run may take: the longest plan takes a few thousand."""
+
+
+async def run_in_the_loop(loop_plan: dict, executor, load) -> dict:
+    """Chapter 07's recorder running `loop_plan` on the reference loop with `executor` as its chapter 06;
+    an executor that never answers ends the run after LOOP_TURNS turns of the event loop, not never."""
+    from course.recorder.scenarios import ch07_agent_loop
+
+    loop = loop_with(executor)
+    task = asyncio.ensure_future(ch07_agent_loop.run_plan(
+        loop_plan, lambda module: loop if module == "ch07_agent_loop" else load(module)))
+    for _ in range(LOOP_TURNS):
+        if task.done():
+            break
+        await asyncio.sleep(0)
+    if task.done():
+        return task.result()
+    for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
+        task.cancel()
+        await _drive(task)
+        if task.done():
+            break
+    return {"kind": "tool-execution", "neverEnded": f"the chapter 07 run was still going after {LOOP_TURNS} turns of the event loop"}
