@@ -389,7 +389,7 @@ def describe(plan: dict) -> str:
         return "the reference chapter 07 loop with your execute_tool_call: " + ch07.describe(plan["loopPlan"])
     tools = ", ".join(f"{tool['name']} {_compact(tool['parameters'])}" for tool in plan["tools"])
     call = plan["call"]
-    parts = [f"registry: {tools}", f"call {call['id']!r} to {call['name']!r} with {_compact(call['arguments'])}"]
+    parts = [f"call {call['id']!r} to {call['name']!r} with {_compact(call['arguments'])}"]
     if plan.get("brokenBy"):
         parts.append(f"the arguments break the schema: {plan['brokenBy']}")
     if plan.get("signalAborted"):
@@ -413,4 +413,4 @@ def describe(plan: dict) -> str:
     else:
         doing.append("waits until the task executing it is cancelled")
     parts.append("the called tool " + ", then ".join(doing))
-    return " | ".join(parts)
+    return " | ".join(parts + [f"registry: {tools}"])
