@@ -1,22 +1,21 @@
 """Chapter 06: executing one tool call. Every failure is an error result, never an exception."""
 
 import asyncio
-import json
 
 import pytest
 
+from course.recorder.generated import generated_scenarios
+from course.recorder.harness import load_checkpoint, raised
+from course.recorder.record import jsonable
+from course.recorder.scenarios.ch06_tool_execution import result_record
 from course.runtime import readme_example as readme
-from course.recorder.harness import load_checkpoint
 from course.runtime.messages import text, tool_call
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
+
 
 @pytest.fixture
 def ch06():
     return load_checkpoint("ch06_tool_execution")
-
-
-def as_text(result) -> str:
-    return json.dumps(result, ensure_ascii=False, indent=2) + "\n"
 
 
 def tool(name, execute, parameters=None):
@@ -24,7 +23,6 @@ def tool(name, execute, parameters=None):
                 parameters=parameters or {"type": "object", "properties": {}})
 
 
-@pytest.mark.asyncio
 @pytest.mark.section("工具执行")
 class TestExecuteToolCall:
     async def test_success(self, ch06, snapshot):
@@ -32,27 +30,27 @@ class TestExecuteToolCall:
         call = readme.read_call()
         result = await ch06.execute_tool_call(call, Registry([readme.memory_read_tool()]), ToolExecutionContext())
         assert (result["toolCallId"], result["isError"], result["content"]) == ("call-1", False, [text(readme.README)])
-        assert as_text(result) == snapshot
+        assert result_record(result) == snapshot
 
     async def test_unknown_tool(self, ch06, snapshot):
         """an unknown tool name becomes the error result 'Tool <name> not found'."""
         result = await ch06.execute_tool_call(tool_call("call-1", "write", {}), Registry(), ToolExecutionContext())
         assert result["content"] == [text("Tool write not found")] and result["isError"] is True
-        assert as_text(result) == snapshot
+        assert result_record(result) == snapshot
 
     async def test_invalid_arguments(self, ch06, snapshot):
         """arguments that fail the tool's JSON Schema become an error result naming the tool."""
         registry = Registry([readme.memory_read_tool()])
         result = await ch06.execute_tool_call(tool_call("call-1", "read", {"path": 7}), registry, ToolExecutionContext())
         assert result["isError"] is True and "read" in result["content"][0]["text"]
-        assert as_text(result) == snapshot
+        assert result_record(result) == snapshot
 
     async def test_missing_required_argument(self, ch06, snapshot):
         """a missing required argument becomes an error result; the tool does not run."""
         registry = Registry([readme.memory_read_tool()])
         result = await ch06.execute_tool_call(tool_call("call-1", "read", {}), registry, ToolExecutionContext())
         assert result["isError"] is True
-        assert as_text(result) == snapshot
+        assert result_record(result) == snapshot
 
     async def test_raising_tool(self, ch06, snapshot):
         """a tool that raises becomes an error result with its message, no traceback."""
@@ -61,10 +59,10 @@ class TestExecuteToolCall:
 
         result = await ch06.execute_tool_call(tool_call("call-1", "boom", {}), Registry([tool("boom", explode)]),
                                               ToolExecutionContext())
-        assert result["content"] == [text("disk on fire")] and "Traceback" not in as_text(result)
-        assert as_text(result) == snapshot
+        assert result["content"] == [text("disk on fire")]
+        assert result_record(result) == snapshot
 
-    async def test_raising_tool_with_empty_message_names_the_type(self, ch06):
+    async def test_raising_tool_with_empty_message_names_the_type(self, ch06, snapshot):
         """a tool raising an exception without a message gets the exception's type name as text."""
         async def explode(arguments, context):
             raise KeyError()
@@ -72,16 +70,21 @@ class TestExecuteToolCall:
         result = await ch06.execute_tool_call(tool_call("call-1", "boom", {}), Registry([tool("boom", explode)]),
                                               ToolExecutionContext())
         assert result["content"] == [text("KeyError")] and result["isError"] is True
+        assert result_record(result) == snapshot
 
-    async def test_cancellation_propagates(self, ch06):
+    async def test_cancellation_propagates(self, ch06, snapshot):
         """cancellation reaching a running tool propagates; it never becomes an error result."""
         # Cancellation reaching a running tool is not the tool failing: it must not become an error result.
         async def cancelled(arguments, context):
             raise asyncio.CancelledError()
 
-        with pytest.raises(asyncio.CancelledError):
-            await ch06.execute_tool_call(tool_call("call-1", "wait", {}), Registry([tool("wait", cancelled)]),
-                                         ToolExecutionContext())
+        try:
+            result = await ch06.execute_tool_call(tool_call("call-1", "wait", {}), Registry([tool("wait", cancelled)]),
+                                                  ToolExecutionContext())
+            outcome = result_record(result)
+        except asyncio.CancelledError:
+            outcome = {"kind": "tool-execution", "raised": {"type": "CancelledError", "message": ""}}
+        assert outcome == snapshot
 
     async def test_tool_reported_error_and_details(self, ch06, snapshot):
         """a tool's own isError and details are kept in the result."""
@@ -91,7 +94,7 @@ class TestExecuteToolCall:
         result = await ch06.execute_tool_call(tool_call("call-1", "grep", {}), Registry([tool("grep", grep)]),
                                               ToolExecutionContext())
         assert (result["isError"], result["details"]) == (True, {"matches": 0})
-        assert as_text(result) == snapshot
+        assert result_record(result) == snapshot
 
     async def test_tool_returning_garbage(self, ch06, snapshot):
         """a tool returning something that is not {content: [...]} becomes an error result."""
@@ -101,34 +104,53 @@ class TestExecuteToolCall:
         result = await ch06.execute_tool_call(tool_call("call-1", "garbage", {}), Registry([tool("garbage", garbage)]),
                                               ToolExecutionContext())
         assert result["isError"] is True
-        assert as_text(result) == snapshot
+        assert result_record(result) == snapshot
 
-    async def test_tool_cannot_change_the_calls_arguments(self, ch06):
+    async def test_tool_cannot_change_the_calls_arguments(self, ch06, snapshot):
         """the tool gets a copy of the arguments: the call in the transcript stays as it was."""
+        caller = ToolExecutionContext()
+        runs = []
+
         async def meddle(arguments, context):
+            runs.append({"tool": "meddle", "received": jsonable(arguments), "callersSignal": context.signal is caller.signal})
             arguments["path"] = "/etc/passwd"
             return {"content": [text("ok")]}
 
         call = tool_call("call-1", "meddle", {"path": "README.md"})
-        await ch06.execute_tool_call(call, Registry([tool("meddle", meddle)]), ToolExecutionContext())
+        result = await ch06.execute_tool_call(call, Registry([tool("meddle", meddle)]), caller)
         assert call["arguments"] == {"path": "README.md"}
+        unchanged = call == tool_call("call-1", "meddle", {"path": "README.md"})
+        assert {**result_record(result), "runs": runs, "callUnchanged": unchanged, "callAfter": jsonable(call)} == snapshot
+
+
+async def making(make):
+    make()
 
 
 @pytest.mark.section("工具执行")
-def test_invalid_schema_is_refused_when_the_tool_is_made():
-    """a tool with an invalid parameters schema is refused when it is made."""
+@pytest.mark.parametrize("case", ["unknown_type", "unknown_type_again", "nan"])
+async def test_invalid_schema_is_refused_when_the_tool_is_made(case, snapshot):
+    """a tool with an invalid parameters schema is refused when it is made ({case})."""
     async def execute(arguments, context):
         return {"content": []}
 
-    for _ in range(2):  # the second time too: the check's answer is kept per schema, refusals included
-        with pytest.raises(ValueError, match="invalid parameters schema: 'no-such-type' is not valid"):
-            tool("bad", execute, parameters={"type": "no-such-type"})
-    with pytest.raises(ValueError, match="invalid parameters schema: nan is not of type 'integer'"):
-        tool("bad", execute, parameters={"type": "object", "minProperties": float("nan")})  # not JSON text
+    if case == "nan":  # not JSON text: checked without the per-schema-text cache
+        make, about = (lambda: tool("bad", execute, parameters={"type": "object", "minProperties": float("nan")}),
+                       "invalid parameters schema: nan is not of type 'integer'")
+    else:
+        make, about = (lambda: tool("bad", execute, parameters={"type": "no-such-type"}),
+                       "invalid parameters schema: 'no-such-type' is not valid")
+    if case == "unknown_type_again":  # the check's answer is kept per schema, refusals included
+        with pytest.raises(ValueError):
+            make()
+    assert await raised(making(make), about=about) == snapshot
 
 
 @pytest.mark.section("工具执行")
-def test_duplicate_tool_names_are_refused():
+async def test_duplicate_tool_names_are_refused(snapshot):
     """a registry refuses two tools with the same name."""
-    with pytest.raises(ValueError, match="registered twice"):
-        Registry([readme.memory_read_tool(), readme.memory_read_tool()])
+    twice = lambda: Registry([readme.memory_read_tool(), readme.memory_read_tool()])  # noqa: E731
+    assert await raised(making(twice), about="registered twice") == snapshot
+
+
+test_generated = generated_scenarios("ch06_tool_execution")

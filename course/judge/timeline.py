@@ -188,7 +188,7 @@ _NUMBER = re.compile(r"^\s*\d+  ")
 def first_divergence(expected: str, actual: str) -> Divergence | None:
     expected_sections = dict(sections(expected))
     actual_sections = dict(sections(actual))
-    names = sorted(set(expected_sections) | set(actual_sections),
+    names = sorted(dict.fromkeys([*expected_sections, *actual_sections]),  # in the order they are shown
                    key=lambda n: _PRIORITY.index(n) if n in _PRIORITY else len(_PRIORITY))
     for name in names:
         # Compare without the line numbers: their width changes with the number of lines.

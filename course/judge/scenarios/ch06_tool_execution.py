@@ -1,0 +1,416 @@
+"""Chapter 06's generated plans (see `course.recorder.scenarios.ch06_tool_execution` for their shape)
+and the chapter's notation of an execution.
+
+Four sections execute one call against a registry of one to three tools, the called one with a
+generated JSON Schema (required and optional properties, additionalProperties absent, true, false or
+a schema, nested objects and arrays, every JSON type, enum, minimum, minLength):
+- `arguments`: arguments that fit it, or that break it in exactly one place (a wrong type at any
+  depth, a missing required property, an extra property, a value out of the enum or below the
+  minimum, an empty string), so that the one error the result names is the same whichever of
+  jsonschema's ways to find errors an implementation uses; calls to names the registry lacks.
+- `outputs`: the tool returns a well-formed output (a non-bool isError, falsy or missing details,
+  extra keys), a malformed one (not a dict, no content, content not a list), or one holding values
+  JSON cannot hold.
+- `failures`: the tool raises (builtin and own exception types, with and without a message, several
+  arguments), raises CancelledError, or waits until the task executing it is cancelled.
+- `context`: the tool reports progress and changes what it received at any depth, during its run or
+  after it ended; the caller's signal may be aborted already.
+`in_the_loop`: chapter 07's plans that run their tools through a registry (from chapter 07's own
+strategies), run by the reference loop with the chapter 06 under test as its executor.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import json
+import re
+from typing import Any
+
+from hypothesis import strategies as st
+
+from course.judge.scenarios import ch07_agent_loop as ch07
+
+LEAVES = [
+    {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
+    {"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}, {"enum": ["fast", "slow"]},
+]
+KEYS = ["path", "limit", "mode", "opts", "tags", "depth"]
+EXTRA_KEY = "note"
+TOOL_NAMES = ["read", "grep", "write", "ls"]
+WRONG = ["7", 7, 2.5, True, None, [], {}]
+"""Replacements for a value of the wrong type: each schema type accepts some of these, never all."""
+
+TEXTS = ["done", "完成", "line one\nline two", ""]
+IMAGE = {"type": "image", "data": "aGk=", "mimeType": "image/png"}
+DETAILS = ["absent", None, 0, "", [], {}, False, {"matches": 2}, {"nested": {"list": [1, 2.5, None]}}, "plain"]
+FLAGS = ["absent", True, False, "yes", 1, 0, None, "", "false"]
+EXTRAS = [{}, {}, {"note": "extra"},
+          {"role": "toolResult", "toolCallId": "someone-else", "toolName": "other", "timestamp": 99}]
+MALFORMED = [
+    "done", None, 7, True, [{"type": "text", "text": "done"}], {"$tuple": [{"type": "text", "text": "done"}]},
+    {"$set": [1]}, {}, {"details": {"a": 1}}, {"isError": True}, {"Content": [{"type": "text", "text": "done"}]},
+    {"content": "done"}, {"content": None}, {"content": {"type": "text", "text": "done"}}, {"content": 3},
+    {"content": {"$tuple": [{"type": "text", "text": "done"}]}}, {"content": {"$set": ["done"]}},
+]
+NOT_JSON = [{"$set": [1, 2]}, {"$bytes": "raw"}, {"$float": "nan"}, {"$float": "inf"}, {"$float": "-inf"},
+            {"$object": "handle"}, {"$cycle": None}]
+RAISES = ["OSError", "FileNotFoundError", "PermissionError", "ValueError", "KeyError", "RuntimeError",
+          "TypeError", "TimeoutError", "ZeroDivisionError", "Exception", "ToolFailure"]
+RAISE_ARGS = [[], ["disk on fire"], [""], ["line one\nline two"], ["first", "second"],
+              [2, "No such file or directory"], ["  "], ["path"]]
+
+
+# --- schemas and the arguments that fit or break them -------------------------------------------
+# The details of a plan come from a random.Random seeded by Hypothesis: a Hypothesis r costs ~50 µs,
+# and Hypothesis repeats the later choices of a long sequence so often that 80 plans would hold a
+# handful of exceptions and schemas. Hypothesis draws the plan's kind (and shrinks it); the seed, the rest.
+
+
+def pick(r: random.Random, options: list) -> Any:
+    return options[r.randrange(len(options))]
+
+
+def up_to(r: random.Random, n: int) -> int:
+    return r.randint(0, n)
+
+
+def schema(r: random.Random, depth: int) -> dict:
+    kind = up_to(r, 4) if depth > 0 else 0
+    if kind <= 2:
+        return pick(r, LEAVES)
+    if kind == 2:
+        return {"type": "array", "items": schema(r, depth - 1)}
+    return object_schema(r, depth - 1)
+
+
+def object_schema(r: random.Random, depth: int, *, top: bool = False) -> dict:
+    keys = [key for key in KEYS if up_to(r, 2) == 0]
+    built: dict[str, Any] = {"type": "object", "properties": {key: schema(r, depth) for key in keys}}
+    required = [key for key in keys if r.random() < 0.5]
+    if required:
+        built["required"] = required
+    additional = pick(r, ["absent", True, False, False, {"type": "integer"}] + [False] * 3 * top)
+    if additional != "absent":
+        built["additionalProperties"] = additional
+    return built
+
+
+def fits(value: Any, kind: str) -> bool:
+    """Whether JSON Schema's `type: kind` accepts `value` (booleans are not numbers; 3.0 is an integer)."""
+    if kind == "integer":
+        return type(value) is int or (type(value) is float and value.is_integer())
+    if kind == "number":
+        return type(value) in (int, float)
+    return type(value) is {"string": str, "boolean": bool, "null": type(None), "array": list, "object": dict}[kind]
+
+
+STRINGS = ["a", "b/é", "", "a b", "ééé"]
+
+
+def fitting(r: random.Random, schema: dict) -> Any:
+    """A value `schema` accepts."""
+    if "enum" in schema:
+        return pick(r, schema["enum"])
+    kind = schema["type"]
+    if kind == "string":
+        return pick(r, STRINGS[: 2] if schema.get("minLength") else STRINGS)
+    if kind == "integer":
+        number = pick(r, [3, 0, 11, 2] if "minimum" in schema else [3, -4, 0, 11])
+        return float(number) if up_to(r, 5) == 0 else number  # 3.0 is an integer too
+    if kind == "number":
+        return pick(r, [1, 0.5, -2.25, 1000.0, -3])
+    if kind == "boolean":
+        return r.random() < 0.5
+    if kind == "null":
+        return None
+    if kind == "array":
+        return [fitting(r, schema["items"]) for _ in range(up_to(r, 3))]
+    value = {}
+    for key, inner in schema["properties"].items():
+        if key in schema.get("required", []) or r.random() < 0.5:
+            value[key] = fitting(r, inner)
+    additional = schema.get("additionalProperties", True)
+    if additional is not False and up_to(r, 3) == 0:
+        value[EXTRA_KEY] = 4 if isinstance(additional, dict) else "extra"
+    return value
+
+
+def breaks(value: Any, schema: dict, path: tuple = ()) -> list[tuple]:
+    """Every way to break `value` (which fits `schema`) in exactly one place: (what, path, key)."""
+    if "enum" in schema:
+        return [("a value out of the enum", path, None)]
+    found: list[tuple] = [("a wrong type", path, None)]
+    if "minimum" in schema:
+        found.append(("a value below the minimum", path, None))
+    if "minLength" in schema:
+        found.append(("an empty string", path, None))
+    if schema["type"] == "array":
+        for index, item in enumerate(value):
+            found += breaks(item, schema["items"], path + (index,))
+    if schema["type"] == "object":
+        found += [("a missing required property", path, key) for key in schema.get("required", [])]
+        additional = schema.get("additionalProperties", True)
+        if additional is False:
+            found.append(("an extra property", path, None))
+        elif isinstance(additional, dict):
+            found.append(("an extra property of the wrong type", path, None))
+        for key, inner in schema["properties"].items():
+            if key in value:
+                found += breaks(value[key], inner, path + (key,))
+    return found
+
+
+def broken(r: random.Random, value: Any, schema: dict) -> tuple[Any, str]:
+    """`value` broken in exactly one place, and where, in words."""
+    candidates = breaks(value, schema)
+    chosen = pick(r, sorted({what for what, _, _ in candidates}))  # each kind of break as often, wherever it fits
+    where = [candidate for candidate in candidates if candidate[0] == chosen]
+    deepest = max(len(path) for _, path, _ in where)
+    what, path, key = pick(r, where if r.random() < 0.4 else [c for c in where if len(c[1]) == deepest])
+    value = copy.deepcopy(value)
+    inner_schema = schema
+    for step in path:
+        inner_schema = inner_schema["items"] if isinstance(step, int) else inner_schema["properties"][step]
+    target = value
+    for step in path if what in ("a missing required property", "an extra property",
+                                 "an extra property of the wrong type") else path[:-1]:
+        target = target[step]
+    if what == "a missing required property":
+        del target[key]
+        return value, f"{what} at {_path(path)} ({key})"
+    if what.startswith("an extra property"):
+        target[EXTRA_KEY + "2"] = "unexpected" if what.endswith("wrong type") else 1
+        return value, f"{what} at {_path(path)}"
+    replacement = {"a value out of the enum": "medium", "a value below the minimum": -1, "an empty string": ""}.get(
+        what) if what != "a wrong type" else pick(r, [w for w in WRONG if not fits(w, inner_schema["type"])])
+    if not path:
+        return replacement, f"{what} at arguments"
+    target[path[-1]] = replacement
+    return value, f"{what} at {_path(path)}"
+
+
+def _path(path: tuple) -> str:
+    return "/".join(str(step) for step in path) or "arguments"
+
+
+def containers(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    found = [(path, value)] if isinstance(value, (dict, list)) else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else []
+    for key, item in items:
+        found += containers(item, path + (key,))
+    return found
+
+
+def meddling(r: random.Random, arguments: Any, count: int) -> list[dict]:
+    """How the tool changes what it received: `count` changes at any depth."""
+    changes = []
+    places = containers(arguments)
+    for _ in range(count if places else 0):
+        path, target = pick(r, places)
+        if isinstance(target, dict):
+            op = pick(r, ["set", "delete", "clear"] if target else ["set"])
+            if op == "clear":
+                changes.append({"at": list(path), "op": op})
+            else:
+                key = pick(r, list(target)) if op == "delete" else pick(r, [*target, "added"])
+                changes.append({"at": list(path), "op": op, "key": key})
+        else:
+            changes.append({"at": list(path), "op": pick(r, ["append", "clear"])})
+    return changes
+
+
+# --- what the tool does -------------------------------------------------------------------------
+
+def text(s: str) -> dict:
+    return {"type": "text", "text": s}
+
+
+def well_formed(r: random.Random) -> dict:
+    output: dict[str, Any] = {"content": [pick(r, [text(pick(r, TEXTS)), IMAGE]) for _ in range(up_to(r, 3))]}
+    details = pick(r, DETAILS)
+    if details != "absent":
+        output["details"] = details
+    flag = pick(r, FLAGS)
+    if flag != "absent":
+        output["isError"] = flag
+    output.update(pick(r, EXTRAS))
+    return output
+
+
+def not_json(r: random.Random) -> dict:
+    bad = pick(r, NOT_JSON)
+    where = pick(r, ["content item", "content text", "details", "details deep"])
+    output: dict[str, Any] = {"content": [text("ok")]}
+    if where == "content item":
+        output["content"].append(bad)
+    elif where == "content text":
+        output["content"].append({"type": "text", "text": bad})
+    elif where == "details":
+        output["details"] = bad
+    else:
+        output["details"] = {"found": [1, {"inner": bad}]}
+    if r.random() < 0.5:
+        output["isError"] = pick(r, [True, False, "yes"])
+    return output
+
+
+def outcome(r: random.Random, kind: int) -> dict:
+    if kind < 0:
+        return {"returns": {"content": [text("done")]}}
+    if kind <= 1:
+        return {"returns": well_formed(r)}
+    if kind == 2:
+        return {"returns": pick(r, MALFORMED)}
+    if kind == 3:
+        return {"returns": not_json(r)}
+    if kind <= 5:
+        return {"raises": {"type": pick(r, RAISES), "args": pick(r, RAISE_ARGS)}}
+    return pick(r, [{"cancelled": "raised"}, {"cancelled": "from outside"}])
+
+
+PROGRESS = [[text("step 1")], [text("step 2")], [text("half"), IMAGE], []]
+
+
+def execution_plan(seed: int, focus: str) -> dict:
+    """The plan of one seed, in one section (`focus`): which call, what the tool does, every detail."""
+    r = random.Random(seed)
+    call_kind = pick(r, ["runs"] * 2 + ["breaks the schema"] * 5 + ["unknown"] * 3) if focus == "arguments" else "runs"
+    names = r.sample(TOOL_NAMES, r.randint(1, 3))
+    parameters = object_schema(r, 2, top=True)
+    tools = [{"name": name, "parameters": parameters if n == 0 else {"type": "object", "properties": {}}}
+             for n, name in enumerate(names)]
+    arguments = fitting(r, parameters)
+    plan: dict[str, Any] = {"tools": tools}
+    name = names[0]
+    if call_kind == "unknown":
+        name = pick(r, ["nope", name.capitalize(), name + " ", ""])
+    elif call_kind == "breaks the schema":
+        arguments, plan["brokenBy"] = broken(r, arguments, parameters)
+    plan["call"] = {"id": pick(r, ["call-1", "toolu_01", "c 2"]), "name": name, "arguments": arguments}
+    plan["signalAborted"] = focus == "context" and up_to(r, 3) == 0
+    progress = pick(r, [0, 0, 1, 2]) if focus == "context" else pick(r, [0, 1]) if focus == "failures" else 0
+    changes = pick(r, [0, 1, 1, 2]) if focus == "context" else 0
+    kind = {"arguments": [-1], "outputs": [0, 1, 2, 3], "failures": [4, 5, 6, 6], "context": [-1]}[focus]
+    plan["does"] = {"progress": [pick(r, PROGRESS) for _ in range(progress)], "meddle": meddling(r, arguments, changes),
+                    "meddleWhen": pick(r, ["during", "after"]), "outcome": outcome(r, pick(r, kind))}
+    return plan
+
+
+def arguments_plan(seed: int) -> dict:
+    return execution_plan(seed, "arguments")
+
+
+def outputs_plan(seed: int) -> dict:
+    return execution_plan(seed, "outputs")
+
+
+def failures_plan(seed: int) -> dict:
+    return execution_plan(seed, "failures")
+
+
+def context_plan(seed: int) -> dict:
+    return execution_plan(seed, "context")
+
+
+def _uses_the_registry(plan: dict) -> bool:
+    return plan.get("registry") is True
+
+
+loop_plans = st.one_of(*[strategy.filter(_uses_the_registry) for strategy in ch07.STRATEGIES.values()]).map(
+    lambda plan: {"loopPlan": plan})
+
+SEEDS = st.integers(0, 2**32 - 1)
+STRATEGIES = {"arguments": SEEDS.map(arguments_plan), "outputs": SEEDS.map(outputs_plan),
+              "failures": SEEDS.map(failures_plan), "context": SEEDS.map(context_plan), "in_the_loop": loop_plans}
+EXAMPLES = {"arguments": 60, "outputs": 50, "failures": 40, "context": 40, "in_the_loop": 20}
+
+
+# --- the chapter's notation ---------------------------------------------------------------------
+
+NOT_JSON_ERROR = re.compile(r"^(Tool .* returned output that is not JSON): .*\Z", re.DOTALL)
+
+
+def _shown(result: Any) -> Any:
+    """The result as the chapter promises it: the text after "...is not JSON:" is json's own wording, not compared."""
+    if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+        return result
+    content = []
+    for block in result["content"]:
+        if isinstance(block, dict) and isinstance(block.get("text"), str) and NOT_JSON_ERROR.match(block["text"]):
+            block = {**block, "text": NOT_JSON_ERROR.sub(r"\1: …", block["text"])}
+        content.append(block)
+    return {**result, "content": content}
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def render_execution(record: dict) -> str:
+    """The result as JSON (all a fixed snapshot of a result holds), or what was raised instead; for a
+    whole execution, under `## result`, followed by what else the execution did."""
+    out = ["## result\n"] if "runs" in record else []
+    if "result" in record:
+        out.append(json.dumps(_shown(record["result"]), ensure_ascii=False, indent=2) + "\n")
+    raised = record.get("raised")
+    if raised is not None:
+        kind, message = (raised.get("type"), raised.get("message")) if isinstance(raised, dict) else (raised, None)
+        out.append(f"raised {kind}" + (f": {message}" if message else "") + "\n")
+    if "neverEnded" in record:
+        out.append(f"never ended: {record['neverEnded']}\n")
+    if "runs" in record:
+        lines = [f"{run.get('tool')} got {_compact(run.get('received'))}"
+                 + ("" if run.get("callersSignal") else " and not the caller's signal")
+                 if isinstance(run, dict) else _compact(run) for run in _listed(record["runs"])]
+        out.append("## tools that ran\n" + "".join(f"{line}\n" for line in lines or ["none"]))
+    if "progress" in record:
+        lines = [f"{n}. {_compact(content)}" for n, content in enumerate(_listed(record["progress"]), 1)]
+        out.append("## progress the caller saw\n" + "".join(f"{line}\n" for line in lines or ["none"]))
+    if "toolWhenTheExecutorEnded" in record:
+        out.append(f"## the waiting tool, when the executor ended\n{record['toolWhenTheExecutorEnded']}\n")
+    if "callUnchanged" in record:
+        after = "unchanged" if record["callUnchanged"] is True else f"changed: {_compact(record.get('callAfter'))}"
+        out.append(f"## the call afterwards\n{after}\n")
+    return "".join(out)
+
+
+RENDERERS = {"tool-execution": render_execution}
+
+
+# --- the plan in words --------------------------------------------------------------------------
+
+def describe(plan: dict) -> str:
+    if "loopPlan" in plan:
+        return "the reference chapter 07 loop with your execute_tool_call: " + ch07.describe(plan["loopPlan"])
+    tools = ", ".join(f"{tool['name']} {_compact(tool['parameters'])}" for tool in plan["tools"])
+    call = plan["call"]
+    parts = [f"call {call['id']!r} to {call['name']!r} with {_compact(call['arguments'])}"]
+    if plan.get("brokenBy"):
+        parts.append(f"the arguments break the schema: {plan['brokenBy']}")
+    if plan.get("signalAborted"):
+        parts.append("the caller's signal is already aborted")
+    does = plan["does"]
+    doing = []
+    if does["progress"]:
+        doing.append("reports progress " + ", ".join(_compact(content) for content in does["progress"]))
+    if does["meddle"]:
+        changes = ", ".join(f"{change['op']} {change.get('key', '')} at {_path(tuple(change['at']))}".replace("  ", " ")
+                            for change in does["meddle"])
+        doing.append(f"changes its arguments ({changes}) " + ("during its run" if does["meddleWhen"] == "during"
+                                                               else "after the executor returned"))
+    outcome = does["outcome"]
+    if "returns" in outcome:
+        doing.append(f"returns {_compact(outcome['returns'])}")
+    elif "raises" in outcome:
+        doing.append(f"raises {outcome['raises']['type']}({', '.join(_compact(a) for a in outcome['raises']['args'])})")
+    elif outcome.get("cancelled") == "raised":
+        doing.append("raises asyncio.CancelledError")
+    else:
+        doing.append("waits until the task executing it is cancelled")
+    parts.append("the called tool " + ", then ".join(doing))
+    return " | ".join(parts + [f"registry: {tools}"])

@@ -1,0 +1,291 @@
+"""Chapter 06's generated scenarios, run: one call executed against a registry of generated tools.
+
+Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_tool_execution`):
+
+- an execution (sections `arguments`, `outputs`, `failures`, `context`: each draws mostly what it names):
+  {"tools": [{"name", "parameters"}],     the registry: each tool's JSON Schema
+   "call": {"id", "name", "arguments"},   the call to execute (arguments may break the schema)
+   "signalAborted": bool,                 the caller's signal is aborted before the call
+   "does": {"progress": [content, ...],   what the called tool reports, in order, before its outcome
+            "meddle": [{"at": [keys], "op": "set" | "delete" | "append" | "clear", "key"?}],
+            "meddleWhen": "during" | "after",  the tool changes what it received, during its run or
+                                               after the executor returned (it kept a reference)
+            "outcome": {"returns": value} | {"raises": {"type", "args"}} | {"cancelled": "raised" | "from outside"}}}
+  A returned value may hold values JSON cannot: {"$set": [...]}, {"$bytes": str}, {"$float": "nan" |
+  "inf" | "-inf"}, {"$tuple": [...]}, {"$object": str}, {"$cycle": null} (a list holding itself).
+  Every tool of the registry records whether it ran; only the called one does what `does` says.
+
+- a chapter 07 loop plan (section `in_the_loop`): {"loopPlan": plan}, run by chapter 07's recorder on
+  the REFERENCE loop whose chapter 06 executor is the implementation's `execute_tool_call`.
+
+Nothing waits on time: the executor runs in a task driven for a bounded number of event-loop turns,
+and a tool that waits for cancellation waits on a gate this module opens before it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from jsonschema import validators
+
+from course.recorder.record import jsonable
+from course.runtime.abort import AbortController
+from course.runtime.tools import Registry, Tool, ToolExecutionContext
+
+SECTIONS = {
+    "arguments": "工具执行",    # schemas and the arguments that fit or break them; unknown names
+    "outputs": "工具执行",      # what the tool returns: well-formed, malformed, not JSON
+    "failures": "工具执行",     # the tool raises, raises CancelledError, or is cancelled while it waits
+    "context": "工具执行",      # progress, the caller's signal, a tool that changes its arguments
+    "in_the_loop": "工具执行",  # chapter 07's plans, run by the reference loop with this chapter 06
+}
+
+TURNS = 500
+"""Event-loop turns an execution may take: a tool here never waits on anything but the plan's gate."""
+
+
+class ToolFailure(Exception):
+    """An exception type of the tool's own (not a builtin)."""
+
+
+EXCEPTIONS: dict[str, type[BaseException]] = {
+    "OSError": OSError, "FileNotFoundError": FileNotFoundError, "PermissionError": PermissionError,
+    "ValueError": ValueError, "KeyError": KeyError, "RuntimeError": RuntimeError, "TypeError": TypeError,
+    "TimeoutError": TimeoutError, "ZeroDivisionError": ZeroDivisionError, "Exception": Exception,
+    "ToolFailure": ToolFailure,
+}
+
+
+class Opaque:
+    """A value JSON cannot hold: what `{"$object": name}` in a plan stands for."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Opaque({self.name!r})"
+
+
+def decode(value: Any) -> Any:
+    """A plan's JSON value as the Python value the tool returns (markers become non-JSON values)."""
+    if isinstance(value, list):
+        return [decode(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (key, inner), = value.items()
+        if key == "$set":
+            return set(inner)
+        if key == "$bytes":
+            return inner.encode()
+        if key == "$float":
+            return float(inner)
+        if key == "$tuple":
+            return tuple(decode(item) for item in inner)
+        if key == "$object":
+            return Opaque(inner)
+        if key == "$cycle":
+            cycle: list = ["again"]
+            cycle.append(cycle)
+            return cycle
+    return {key: decode(item) for key, item in value.items()}
+
+
+def meddle(arguments: Any, changes: list[dict]) -> None:
+    """Change what the tool received as the plan says; a change that does not fit is left out."""
+    for change in changes:
+        try:
+            target = arguments
+            for key in change["at"]:
+                target = target[key]
+            op = change["op"]
+            if op == "set":
+                target[change["key"]] = "/etc/passwd"
+            elif op == "delete":
+                del target[change["key"]]
+            elif op == "append":
+                target.append("added")
+            elif op == "clear":
+                target.clear()
+        except Exception:  # the tool got something else than the call's arguments: nothing to change there
+            continue
+
+
+def result_record(result: Any) -> dict:
+    """A fixed scenario's record: the result the executor returned, and nothing else."""
+    return jsonable({"kind": "tool-execution", "result": result})
+
+
+def _exception(spec: dict) -> BaseException:
+    return EXCEPTIONS.get(spec["type"], Exception)(*spec["args"])
+
+
+async def _drive(task: asyncio.Task, until=lambda: False) -> None:
+    """Let `task` run until it is done or `until()` holds, for at most TURNS turns of the event loop."""
+    for _ in range(TURNS):
+        if task.done() or until():
+            return
+        await asyncio.sleep(0)
+
+
+async def _no_plan(arguments, context):
+    raise AssertionError("the template tool runs only as a copy made by execute_plan")
+
+
+TEMPLATE = Tool(name="template", description="", parameters={"type": "object"}, execute=_no_plan)
+
+
+async def execute_plan(plan: dict, execute_tool_call) -> dict:
+    does = plan.get("does") or {}
+    outcome = does.get("outcome") or {"returns": {"content": []}}
+    runs: list[dict] = []
+    progress: list[Any] = []
+    kept: list[Any] = []
+    started = asyncio.Event()
+    release = asyncio.Event()
+    controller = AbortController()
+    state = {"tool": None}
+
+    def make_tool(spec: dict) -> Tool:
+        async def execute(arguments, context):
+            run = {"tool": spec["name"], "received": jsonable(arguments),
+                   "callersSignal": getattr(context, "signal", None) is controller.signal}
+            runs.append(run)
+            if spec["name"] != plan["call"]["name"]:
+                return {"content": []}
+            kept.append(arguments)
+            for content in does.get("progress", []):
+                context.report_progress(copy.deepcopy(content))
+            if does.get("meddleWhen", "during") == "during":
+                meddle(arguments, does.get("meddle", []))
+            if "raises" in outcome:
+                raise _exception(outcome["raises"])
+            if outcome.get("cancelled") == "raised":
+                raise asyncio.CancelledError()
+            if outcome.get("cancelled") == "from outside":
+                state["tool"] = "waiting"
+                started.set()
+                try:
+                    await release.wait()
+                except asyncio.CancelledError:
+                    state["tool"] = "cancelled"
+                    raise
+                state["tool"] = "released"
+                return {"content": []}
+            return decode(outcome["returns"])
+
+        tool = copy.copy(TEMPLATE)  # not Tool(...): checking a schema against the metaschema takes 20 ms, and
+        tool.name = spec["name"]     # the judge's generated schemas are valid by construction
+        tool.description = f"the {spec['name']} tool"
+        tool.parameters = spec["parameters"]
+        tool.validator = validators.validator_for(spec["parameters"])(spec["parameters"])
+        tool.execute = execute
+        return tool
+
+    call = copy.deepcopy(plan["call"])
+    call = {"type": "toolCall", **call}
+    before = copy.deepcopy(call)
+    registry = Registry(make_tool(spec) for spec in plan["tools"])
+    if plan.get("signalAborted"):
+        controller.abort()
+    context = ToolExecutionContext(signal=controller.signal, report_progress=lambda content: progress.append(content))
+
+    record: dict[str, Any] = {"kind": "tool-execution"}
+    try:
+        task = asyncio.ensure_future(execute_tool_call(call, registry, context))
+    except Exception as error:  # not even a coroutine
+        record["raised"] = {"type": type(error).__name__, "message": str(error)}
+        task = None
+    if task is not None:
+        if outcome.get("cancelled") == "from outside":
+            await _drive(task, until=started.is_set)
+            if not task.done():
+                task.cancel()
+        await _drive(task)
+        if outcome.get("cancelled") == "from outside":
+            record["toolWhenTheExecutorEnded"] = state["tool"] if task.done() else "still running"
+        if not task.done():
+            record["neverEnded"] = f"still running after {TURNS} turns of the event loop"
+            for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
+                task.cancel()
+                await _drive(task)
+                if task.done():
+                    break
+        elif task.cancelled():
+            record["raised"] = {"type": "CancelledError", "message": ""}
+        elif task.exception() is not None:
+            error = task.exception()
+            record["raised"] = {"type": type(error).__name__, "message": str(error)}
+        else:
+            record["result"] = task.result()
+        release.set()  # a tool the executor left waiting (shielded, detached) finishes now
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    if does.get("meddleWhen") == "after":
+        for arguments in kept:
+            meddle(arguments, does.get("meddle", []))
+    try:
+        unchanged = call == before
+    except Exception:  # something the executor put into the call cannot even be compared
+        unchanged = False
+    record.update(runs=runs, progress=progress, callUnchanged=unchanged, callAfter=call)
+    return jsonable(record)
+
+
+_loops: dict[int, tuple[Any, ModuleType]] = {}
+
+
+def loop_with(execute_tool_call) -> ModuleType:
+    """The reference chapter 07 loop, a private copy of it per executor, whose chapter 06 is `execute_tool_call`."""
+    found = _loops.get(id(execute_tool_call))
+    if found is not None and found[0] is execute_tool_call:
+        return found[1]
+    name = f"_tiny_pi_reference_loop_{len(_loops)}"
+    path = Path(importlib.util.find_spec("checkpoints").origin).parent / "ch07_agent_loop.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    module.execute_core_tool_call = execute_tool_call
+    _loops[id(execute_tool_call)] = (execute_tool_call, module)
+    return module
+
+
+async def run_plan(plan: dict, load) -> dict:
+    executor = load("ch06_tool_execution").execute_tool_call
+    if "loopPlan" in plan:
+        return await run_in_the_loop(plan["loopPlan"], executor, load)
+    return await execute_plan(plan, executor)
+
+
+LOOP_TURNS = 50_000
+"""Event-loop turns a chapter 07 run may take: the longest plan takes a few thousand."""
+
+
+async def run_in_the_loop(loop_plan: dict, executor, load) -> dict:
+    """Chapter 07's recorder running `loop_plan` on the reference loop with `executor` as its chapter 06;
+    an executor that never answers ends the run after LOOP_TURNS turns of the event loop, not never."""
+    from course.recorder.scenarios import ch07_agent_loop
+
+    loop = loop_with(executor)
+    task = asyncio.ensure_future(ch07_agent_loop.run_plan(
+        loop_plan, lambda module: loop if module == "ch07_agent_loop" else load(module)))
+    for _ in range(LOOP_TURNS):
+        if task.done():
+            break
+        await asyncio.sleep(0)
+    if task.done():
+        return task.result()
+    for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
+        task.cancel()
+        await _drive(task)
+        if task.done():
+            break
+    return {"kind": "tool-execution", "neverEnded": f"the chapter 07 run was still going after {LOOP_TURNS} turns of the event loop"}
