@@ -78,11 +78,11 @@ def bad_files(draw) -> dict:
     unit = draw(st.sampled_from(["line of text\n", "汉字 é\n", "ab\r\n"]))
     text = (unit * (size // len(unit.encode()) + 1))
     data = text.encode()
-    at = draw(st.sampled_from([0, 1, 1023, 1024, 1025, 4096, 8192, len(data) // 2, len(data) - 1, len(data)]))
+    at = draw(st.sampled_from([0, 1, 1023, 1024, 1025, 4096, 8192, len(data) // 2, len(data) - 1, len(data), len(data)]))
     at = min(at, len(data))
     while at < len(data) and (data[at] & 0xC0) == 0x80:  # a character boundary
         at += 1
-    bad = draw(st.sampled_from([None, *BAD_BYTES]))
+    bad = draw(st.sampled_from([None, "NUL", "NUL", *BAD_BYTES]))
     if bad is not None:
         data = data[:at] + BAD_BYTES[bad] + data[at:]
     return {"hex": data.hex(), "what": f"{len(data)} bytes of {unit!r}" + (f", {bad} at byte {at}" if bad else "")}
@@ -103,6 +103,7 @@ LINKS = {
     "dl": "docs",  # a directory link inside
     "here": ".",  # the workspace itself, again and again
     "docs/inner": "../a/b",  # climbs, but stays inside
+    "a/b/abs_readme": "{root}/README.md",  # an absolute target met below the root
     "out_abs": "{tmp}/secret.txt", "out_rel": "../secret.txt", "out_dir": "{tmp}/outside",
     "a/b/c/deep_out": "../../../../secret.txt", "slash": "/", "docs/up2": "../..",
     "prefix": "{real}-evil/secret.txt", "fifolink": "{tmp}/fifo", "in_then_up": "{real}/../secret.txt",
@@ -120,7 +121,7 @@ def base_entries() -> list[dict]:
 
 
 INSIDE = ["README.md", "docs/guide.md", "a/b/c/deep.txt", "docs/readme", "in_abs", "in_real", "c1", "dl/guide.md",
-          "here/here/README.md", "docs/inner/c/deep.txt", *LONG_NAMES]
+          "here/here/README.md", "docs/inner/c/deep.txt", "a/b/abs_readme", *LONG_NAMES]
 OUTSIDE_LINKS = ["out_abs", "out_rel", "out_dir/secret.txt", "a/b/c/deep_out", "slash/etc/passwd",
                  "docs/up2/secret.txt", "docs/inner/c/deep_out", "prefix", "fifolink", "in_then_up",
                  "dotdot_middle", "chain_out", "dl/up2/secret.txt", "loop1", "self", "dirloop", "here/loop2"]
@@ -157,7 +158,7 @@ def escape_paths(draw) -> str:
         return draw(st.sampled_from(TOO_LONG))
     if kind == "fit":
         return draw(st.sampled_from(FIT))
-    links = draw(st.sampled_from([1, 2, 39, 40, 41, 45]))  # the walk follows at most 40 links
+    links = draw(st.sampled_from([1, 39, 40, 40, 41, 41, 45]))  # the walk follows at most 40 links
     return "here/" * links + draw(st.sampled_from(["README.md", "docs/guide.md"]))
 
 
@@ -167,7 +168,7 @@ def root_options(draw) -> dict:
 
 @st.composite
 def escape_plans(draw) -> dict:
-    reads = [{"arguments": {"path": path}} for path in draw(st.lists(escape_paths(), min_size=1, max_size=5))]
+    reads = [{"arguments": {"path": path}} for path in draw(st.lists(escape_paths(), min_size=3, max_size=8))]
     return {**root_options(draw), "caps": {}, "entries": base_entries(), "reads": reads}
 
 
@@ -250,7 +251,7 @@ def refusal_plans(draw) -> dict:
     entries += [{"path": "empty.txt", "type": "file", "hex": ""}, {"path": "pipe", "type": "fifo"},
                 {"path": "agent.sock", "type": "socket"}, {"path": "null", "type": "device"}]
     caps = draw(st.sampled_from([{}, {"max_lines": 1}, {"max_lines": 2, "max_bytes": 30}, {"max_bytes": 5}]))
-    reads = draw(st.lists(refusal_reads(list(files)), min_size=1, max_size=4))
+    reads = draw(st.lists(refusal_reads(list(files)), min_size=2, max_size=6))
     return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads}
 
 

@@ -35,6 +35,7 @@ import shutil
 import signal
 import socket
 import stat
+import sys
 import tempfile
 import threading
 
@@ -201,21 +202,39 @@ def outside(paths: list[str], real_root: str) -> list[str]:
 
 @contextlib.contextmanager
 def watchdog(seconds: float, target: asyncio.Task, ours: set):
-    """Interrupts `target` once it has run `seconds`: inside its own code (a CPU-bound loop, a blocking
-    system call) by raising TimedOut there, while the event loop waits (an await that never ends) by
-    cancelling it. Again every quarter second after that, until the block ends. Main thread only."""
+    """Interrupts `target` once it has run `seconds`: while the event loop waits (an await that never
+    ends) by cancelling it; inside its own code (a CPU-bound loop) by raising TimedOut at its next line,
+    from a trace function; still there a quarter second later (a blocking system call) by raising
+    TimedOut from the signal handler itself. Main thread only (signals are delivered there).
+
+    Raising from a signal handler at an arbitrary point of a CPU-bound loop can leave CPython 3.11's
+    recursion counter off (a later `ast.parse` fails with SystemError), so that is the last resort."""
     if threading.current_thread() is not threading.main_thread():
         yield []
         return
     fired: list[bool] = []
     loop = asyncio.get_running_loop()
+    tracing = sys.gettrace()
+
+    def stop_here(frame, event, arg):
+        sys.settrace(tracing)
+        while frame is not None:
+            frame.f_trace = None
+            frame = frame.f_back
+        raise TimedOut()
 
     def interrupt(signum, frame):
         fired.append(True)
         running = asyncio.current_task(loop) if loop.is_running() else None
-        if running is not None and running not in ours:
+        if running is None or running in ours:
+            loop.call_soon_threadsafe(target.cancel)
+            return
+        if len(fired) > 1 or frame is None:
             raise TimedOut()
-        loop.call_soon_threadsafe(target.cancel)
+        while frame is not None:
+            frame.f_trace = stop_here
+            frame = frame.f_back
+        sys.settrace(stop_here)
 
     previous = signal.signal(signal.SIGALRM, interrupt)
     signal.setitimer(signal.ITIMER_REAL, seconds, 0.25)
@@ -224,17 +243,18 @@ def watchdog(seconds: float, target: asyncio.Task, ours: set):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        sys.settrace(tracing)
 
 
 # ---------------------------------------------------------------- running a plan
 
 
 def _result_of(task: asyncio.Task, fired: list) -> dict:
+    error = None if task.cancelled() else task.exception()  # retrieved, so asyncio does not log it
     if fired:
         return {"timedOut": True}
     if task.cancelled():
         return {"raised": "CancelledError"}
-    error = task.exception()
     if error is not None:
         return {"raised": f"{type(error).__name__}: {error}"}
     return {"result": task.result()}
