@@ -288,7 +288,7 @@ STRATEGIES = {
     "truncate": truncation_plans(),
     "abort": abort_plans(),
 }
-EXAMPLES = {"roundtrip": 10, "escape": 25, "refuse": 25, "truncate": 40, "abort": 6}
+EXAMPLES = {"roundtrip": 8, "escape": 20, "refuse": 20, "truncate": 30, "abort": 5}
 
 
 # ---------------------------------------------------------------- how a run is shown
