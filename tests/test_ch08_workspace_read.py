@@ -4,9 +4,9 @@ Every read goes through the chapter 06 executor (or the chapter 07 loop), as a m
 The workspace sits in a temporary directory beside a secret file; no test snapshots an absolute path.
 """
 
+import asyncio
 import builtins
 import io
-import json
 import os
 import socket
 import stat
@@ -18,7 +18,10 @@ import pytest
 
 from course.runtime import readme_example as readme
 from course.runtime.abort import AbortController
+from course.recorder.generated import generated_scenarios
 from course.recorder.harness import load_checkpoint, load_prerequisite, run_loop
+from course.recorder.record import jsonable
+from course.recorder.scenarios.ch08_workspace_read import TIME_BOUND, bounded, hide
 from course.runtime.messages import assistant_message, text, tool_call, user_message
 from course.runtime.scripted import ScriptedModel
 from course.runtime.tools import Registry, ToolExecutionContext
@@ -96,17 +99,45 @@ def tool_context(signal=None, progress=None):
 
 
 async def read(ch06, tool, arguments, context=None):
-    """One `read` call through the chapter 06 executor, as the loop would make it."""
-    return await ch06.execute_tool_call(tool_call("call-1", "read", arguments), Registry([tool]),
-                                        context or tool_context())
+    """One `read` call through the chapter 06 executor, as the loop would make it. A read still running
+    after TIME_BOUND seconds (a link loop followed for ever, a blocking open) is interrupted, and its
+    result says so."""
+    outcome = await bounded(lambda: ch06.execute_tool_call(tool_call("call-1", "read", arguments), Registry([tool]),
+                                                           context or tool_context()),
+                            "fixed", {asyncio.current_task()})
+    if "result" in outcome:
+        return outcome["result"]
+    what = f"did not finish within {TIME_BOUND} s" if outcome.get("timedOut") else f"raised {outcome.get('raised')}"
+    return {"role": "toolResult", "toolCallId": "call-1", "toolName": "read", "isError": True,
+            "content": [text(f"[the read {what}]")], "details": {"harness": what}}
+
+
+def tool_result_record(result, place=None, **seen) -> dict:
+    """A result as the fixed scenarios snapshot it, with what else the test saw; the temporary
+    directory written as {tmp}."""
+    record = jsonable({"kind": "tool-result", "result": result, **seen})
+    return hide(record, str(place.tmp)) if place is not None else record
+
+
+def reads_record(reads, place, **seen) -> dict:
+    """Reads as the generated scenarios show them: [(arguments, result, paths opened outside)]."""
+    record = {"kind": "workspace-reads", "caps": {}, "reads": [
+        {"arguments": arguments, "result": result, "openedOutside": opened} for arguments, result, opened in reads],
+        **seen}
+    return hide(jsonable(record), str(place.tmp))
+
+
+def raised_now(make, *, about: str) -> dict:
+    """What calling `make()` raised, as a record (harness.raised, for a call that is not awaited)."""
+    try:
+        make()
+    except Exception as error:
+        return jsonable({"kind": "raised", "raised": type(error).__name__, "message": str(error), "about": about})
+    return {"kind": "raised", "raised": None, "message": "nothing was raised", "about": about}
 
 
 def result_text(result) -> str:
     return "".join(block["text"] for block in result["content"])
-
-
-def as_text(result) -> str:
-    return json.dumps(result, ensure_ascii=False, indent=2) + "\n"
 
 
 def fd_path(fd: int) -> str:
@@ -173,19 +204,19 @@ class TestRealReadRoundTrip:
         model = ScriptedModel([readme.first_answer(), readme.answer_from_read_result])
         run = await run_loop(ch07, model=model, context=readme.context(),
                              tools=Registry([ch08.create_read_tool(place.root)]))
-        assert run.render() == snapshot
-        assert str(place.tmp) not in run.render()
+        assert run == snapshot  # a temporary path in it would differ from the snapshot, as would the secret
         assert (run.reason, run.steps, run.executions, run.problems) == ("stop", 2, ["read"], [])
         assert run.messages[2]["content"] == [text(readme.README)]
         assert run.messages[3]["content"] == [text("项目名是 tiny-pi。")]
 
-    async def test_the_answer_follows_the_file_on_disk(self, ch07, ch08, place):
+    async def test_the_answer_follows_the_file_on_disk(self, ch07, ch08, place, snapshot):
         """Changing README.md on disk changes the final answer: the run really depends on the file."""
         (place.root / "README.md").write_text("# pi-mono\nThe original.\n")
         model = ScriptedModel([readme.first_answer(), readme.answer_from_read_result])
         run = await run_loop(ch07, model=model, context=readme.context(),
                              tools=Registry([ch08.create_read_tool(place.root)]))
         assert run.messages[-1]["content"] == [text("项目名是 pi-mono。")]
+        assert run == snapshot
 
     async def test_an_escape_attempt_in_the_loop_is_an_error_result(self, ch07, ch08, place, snapshot):
         """A model asking for ../secret.txt gets an error result it can read; the secret never appears."""
@@ -193,9 +224,8 @@ class TestRealReadRoundTrip:
         model = ScriptedModel([first, readme.answer_from_read_result])
         run = await run_loop(ch07, model=model, context=readme.context(),
                              tools=Registry([ch08.create_read_tool(place.root)]))
-        assert run.render() == snapshot
-        assert SECRET not in run.render() and "Traceback" not in run.render()
         assert (run.reason, run.messages[2]["isError"]) == ("stop", True)
+        assert run == snapshot  # shows the secret, or a traceback, if the result held them
 
     async def test_reading_on_from_the_notice_in_the_loop(self, ch07, ch08, place, snapshot):
         """A model that follows the truncation notice's offset reads a long file to its end, page by page."""
@@ -214,10 +244,10 @@ class TestRealReadRoundTrip:
         context = {"systemPrompt": readme.SYSTEM_PROMPT, "messages": [user_message("请读完 NOTES.md。")]}
         run = await run_loop(ch07, model=ScriptedModel([next_page] * 5), context=context,
                              tools=Registry([ch08.create_read_tool(place.root, max_lines=3)]))
-        assert run.render() == snapshot
         pages = [result_text(m).split("\n\n[")[0] for m in run.messages if m["role"] == "toolResult"]
         assert "\n".join(pages) == "\n".join(f"note {n}" for n in range(1, 8))
         assert (run.reason, len(run.executions)) == ("stop", 3)
+        assert run == snapshot
 
 
 # Escape attempts: (path, with {tmp} and {root} filled in at run time; the refusal's details.error).
@@ -262,7 +292,7 @@ ESCAPES = {
 @pytest.mark.section("越界")
 class TestNothingOutsideTheRootIsOpened:
     @pytest.mark.parametrize("attempt", list(ESCAPES))
-    async def test_escape_attempt_is_refused(self, ch06, ch08, shared_place, opened, attempt):
+    async def test_escape_attempt_is_refused(self, ch06, ch08, shared_place, opened, attempt, snapshot):
         """Each escape attempt is an error result with its reason, shows no secret, and opens nothing outside."""
         opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
         place = shared_place
@@ -272,19 +302,25 @@ class TestNothingOutsideTheRootIsOpened:
         assert (result["isError"], result.get("details")) == (True, {"error": code}), result_text(result)
         assert SECRET not in result_text(result) and "Traceback" not in result_text(result)
         assert outside(opened, place.root) == []
+        assert hide(jsonable({"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root)}),
+                    str(place.tmp)) == snapshot
 
-    async def test_links_that_stay_inside_are_followed(self, ch06, ch08, place, opened):
+    async def test_links_that_stay_inside_are_followed(self, ch06, ch08, place, opened, snapshot):
         """Relative and absolute links whose targets lie inside the root read their target."""
         opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
         tool = ch08.create_read_tool(place.root)
-        assert result_text(await read(ch06, tool, {"path": "docs/readme"})) == readme.README
-        assert result_text(await read(ch06, tool, {"path": "abs_inside"})) == "# Guide\nRead the docs."
-        assert result_text(await read(ch06, tool, {"path": f"{place.root}/./docs//guide.md"})) == "# Guide\nRead the docs."
-        assert opened and outside(opened, place.root) == []
+        reads, opened_any = [], False
+        for arguments in [{"path": "docs/readme"}, {"path": "abs_inside"}, {"path": f"{place.root}/./docs//guide.md"}]:
+            result = await read(ch06, tool, arguments)
+            reads.append((arguments, result, outside(opened, place.root)))
+            opened_any, opened[:] = opened_any or bool(opened), []
+        assert [result_text(r) for _, r, _ in reads] == [readme.README] + ["# Guide\nRead the docs."] * 2
+        assert opened_any and all(o == [] for _, _, o in reads)
+        assert reads_record(reads, place, openedSomething=opened_any) == snapshot
 
     @pytest.mark.parametrize("swap_in", ["symlink", "fifo"])
     async def test_a_swap_after_the_check_does_not_fool_it(self, ch06, ch08, place, opened, monkeypatch,
-                                                           fifo_watchdog, swap_in):
+                                                           fifo_watchdog, swap_in, snapshot):
         """guide.md is replaced (by a link to the secret, or a FIFO) right after the tool first stats it."""
         opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
         guide = place.root / "docs" / "guide.md"
@@ -314,6 +350,9 @@ class TestNothingOutsideTheRootIsOpened:
         assert SECRET not in result_text(result) and outside(opened, place.root) == []
         if swapped:
             assert result["isError"] is True
+        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
+                  "swapped": bool(swapped), "blocked": bool(fired)}
+        assert hide(jsonable(record), str(place.tmp)) == snapshot
 
 
 def make_device(path: Path) -> None:
@@ -363,29 +402,33 @@ class TestRefusals:
         result = await read(ch06, ch08.create_read_tool(place.root), arguments)
         assert fired == [], "the read blocked"
         assert (result["isError"], result["details"]) == (True, {"error": code})
-        assert as_text(result) == snapshot
+        assert tool_result_record(result, place, blocked=bool(fired)) == snapshot
 
     @pytest.mark.parametrize("make", [os.mkfifo, make_device], ids=["fifo", "device"])
-    async def test_a_special_file_is_refused_without_being_opened(self, ch06, ch08, place, opened, make):
+    async def test_a_special_file_is_refused_without_being_opened(self, ch06, ch08, place, opened, make, snapshot):
         """A FIFO or device node is refused by its type before it is opened (opening one can block or act)."""
         make(place.root / "special")
         opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "special"})
         assert (result["isError"], result["details"]) == (True, {"error": "not_regular"})
         assert opened and os.path.realpath(place.root / "special") not in opened
+        assert tool_result_record(result, place, openedSomething=bool(opened),
+                                  openedSpecial=os.path.realpath(place.root / "special") in opened) == snapshot
 
     @pytest.mark.parametrize("arguments", [{"path": 7}, {"path": "README.md", "offset": 0},
                                            {"path": "README.md", "limit": -1}, {"path": "README.md", "mode": "w"},
                                            {"offset": 2}])
-    async def test_bad_arguments_are_stopped_by_the_schema(self, ch06, ch08, place, arguments):
+    async def test_bad_arguments_are_stopped_by_the_schema(self, ch06, ch08, place, arguments, snapshot):
         """Arguments outside the tool's JSON Schema never reach it: the executor reports them."""
         result = await read(ch06, ch08.create_read_tool(place.root), arguments)
         assert result["isError"] is True and "Invalid arguments for tool read" in result_text(result)
+        assert reads_record([(arguments, result, [])], place) == snapshot  # "refused by the schema"
 
-    async def test_a_missing_root_is_refused_when_the_tool_is_made(self, ch08, place):
+    async def test_a_missing_root_is_refused_when_the_tool_is_made(self, ch08, place, snapshot):
         """Binding the tool to a directory that does not exist is the operator's error, raised at once."""
         with pytest.raises(ValueError, match="not a directory"):
             ch08.create_read_tool(place.tmp / "no-such-dir")
+        assert raised_now(lambda: ch08.create_read_tool(place.tmp / "no-such-dir"), about="not a directory") == snapshot
 
 
 def numbered_lines(count: int) -> str:
@@ -411,16 +454,16 @@ class TestTruncation:
         (place.root / "long.txt").write_text(numbered_lines(30))
         result = await read(ch06, ch08.create_read_tool(place.root, **caps), {"path": "long.txt", **arguments})
         assert result["isError"] is False
-        assert as_text(result) == snapshot
+        assert tool_result_record(result) == snapshot
 
     async def test_one_line_longer_than_the_byte_cap(self, ch06, ch08, place, snapshot):
         """A single over-long line is cut on a character boundary, and the notice says so."""
         (place.root / "wide.txt").write_text("汉" * 300 + "\nnext\n")
         result = await read(ch06, ch08.create_read_tool(place.root, max_bytes=100), {"path": "wide.txt"})
         assert result_text(result).startswith("汉" * 33 + "\n\n[Line 1 is longer than the 100-byte limit")
-        assert as_text(result) == snapshot
+        assert tool_result_record(result) == snapshot
 
-    async def test_default_caps(self, ch06, ch08, place):
+    async def test_default_caps(self, ch06, ch08, place, snapshot):
         """Without caps given, a read returns at most DEFAULT_MAX_LINES lines and DEFAULT_MAX_BYTES bytes."""
         (place.root / "many.txt").write_text("".join(f"{n}\n" for n in range(1, 2601)))
         (place.root / "big.txt").write_text(("y" * 99 + "\n") * 1000)
@@ -432,40 +475,57 @@ class TestTruncation:
         body = result_text(big).split("\n\n[")[0]
         assert ch08.DEFAULT_MAX_BYTES == 50 * 1024 and len(body.encode()) <= ch08.DEFAULT_MAX_BYTES
         assert big["details"]["nextOffset"] == ch08.DEFAULT_MAX_BYTES // 100 + 1
+        facts = {"DEFAULT_MAX_LINES": getattr(ch08, "DEFAULT_MAX_LINES", None),
+                 "DEFAULT_MAX_BYTES": getattr(ch08, "DEFAULT_MAX_BYTES", None),
+                 "2600 short lines: details": many.get("details"),
+                 "2600 short lines: notice": result_text(many).rpartition("\n")[2],
+                 "1000 lines of 100 bytes: details": big.get("details"),
+                 "1000 lines of 100 bytes: bytes of text shown": len(body.encode()),
+                 "1000 lines of 100 bytes: notice": result_text(big).rpartition("\n")[2]}
+        assert jsonable({"kind": "facts", "facts": facts}) == snapshot
 
-    async def test_reading_on_reassembles_the_whole_file(self, ch06, ch08, place):
+    async def test_reading_on_reassembles_the_whole_file(self, ch06, ch08, place, snapshot):
         """Following nextOffset from read to read returns every line exactly once, in order."""
         lines = [("é" * (n % 13)) + f"#{n}" for n in range(1, 60)] + ["", "last line without newline"]
         (place.root / "mixed.txt").write_text("\n".join(lines))
         tool = ch08.create_read_tool(place.root, max_lines=7, max_bytes=40)
-        seen, offset = [], 1
+        seen, reads, offset = [], [], 1
         for _ in range(100):
-            result = await read(ch06, tool, {"path": "mixed.txt", "offset": offset})
+            arguments = {"path": "mixed.txt", "offset": offset}
+            result = await read(ch06, tool, arguments)
+            reads.append((arguments, result, []))
             seen.append(result_text(result).split("\n\n[")[0])
             if not result["details"]["truncated"]:
                 break
             offset = result["details"]["nextOffset"]
         assert "\n".join(seen) == "\n".join(lines)
+        record = reads_record(reads, place)
+        record["caps"] = {"max_lines": 7, "max_bytes": 40}
+        assert record == snapshot  # every page, and the last one untruncated
 
-    async def test_an_empty_file_reads_as_empty(self, ch06, ch08, place):
+    async def test_an_empty_file_reads_as_empty(self, ch06, ch08, place, snapshot):
         """An empty file is an empty, untruncated result, not an error."""
         (place.root / "empty.txt").write_text("")
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "empty.txt"})
         assert (result["isError"], result_text(result), result["details"]["truncated"]) == (False, "", False)
+        assert reads_record([({"path": "empty.txt"}, result, [])], place) == snapshot
 
 
 @pytest.mark.asyncio
 @pytest.mark.section("中止")
 class TestAbort:
-    async def test_an_aborted_signal_stops_the_read(self, ch06, ch08, place):
+    async def test_an_aborted_signal_stops_the_read(self, ch06, ch08, place, snapshot):
         """A read started after the run was aborted returns an aborted error result, not the file."""
         controller = AbortController()
         controller.abort()
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "README.md"},
                             tool_context(signal=controller.signal))
         assert (result["isError"], result["details"]) == (True, {"error": "aborted"})
+        record = reads_record([({"path": "README.md"}, result, [])], place)
+        record["reads"][0]["signal"] = "before"
+        assert record == snapshot
 
-    async def test_abort_during_a_large_read_stops_it(self, ch06, ch08, place):
+    async def test_abort_during_a_large_read_stops_it(self, ch06, ch08, place, snapshot):
         """Aborting at the first progress report of a long read stops it there, with an aborted error."""
         (place.root / "huge.txt").write_text("z" * 63 + "\n" * 1 + ("w" * 63 + "\n") * 60_000)
         controller = AbortController()
@@ -483,6 +543,12 @@ class TestAbort:
         whole = await read(ch06, ch08.create_read_tool(place.root), {"path": "huge.txt", "offset": 60_001},
                            tool_context(progress=unaborted.append))
         assert whole["isError"] is False and len(unaborted) > 1
+        facts = {"aborted at the first progress report: details": result.get("details"),
+                 "progress reports of the aborted read": len(reports),
+                 "the same read unaborted: isError": whole.get("isError"),
+                 "the same read unaborted: details": whole.get("details"),
+                 "the same read unaborted: reports progress more than once": len(unaborted) > 1}
+        assert jsonable({"kind": "facts", "facts": facts}) == snapshot
 
     async def test_abort_during_a_read_in_the_loop(self, ch07, ch08, place, snapshot):
         """In the loop, a read aborted mid-way ends with its error result paired and no further request."""
@@ -497,5 +563,8 @@ class TestAbort:
         model = ScriptedModel([assistant_message([far], "toolUse"), readme.answer_from_read_result])
         run = await run_loop(ch07, model=model, context=readme.context(), signal=controller.signal,
                              on_event=abort_on_progress, tools=Registry([ch08.create_read_tool(place.root)]))
-        assert run.render() == snapshot
         assert (run.reason, run.steps, len(model.requests), run.messages[-1]["isError"]) == ("aborted", 1, 1, True)
+        assert run == snapshot
+
+
+test_generated = generated_scenarios("ch08_workspace_read")

@@ -1,0 +1,488 @@
+"""Chapter 08's generated plans and how a run of one is shown (the plans' shape is described in
+`course.recorder.scenarios.ch08_workspace_read`).
+
+What is compared, per read: a successful result exactly (every line of its text, the notice, and
+`details`); a refused one by `isError` and `details` (the reason in `details.error`; the wording of
+the message is pinned by the fixed snapshots only), and whether the secret or a traceback shows in
+it; descriptors the read left open; paths it opened outside the workspace; a read that did not
+finish. Left out: how often a read reports progress, the timestamps, and, when a call's `limit`
+equals `max_lines`, which of the two the notice names as the cap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from hypothesis import strategies as st
+
+SECRET = "TOP SECRET: the launch codes"
+DEFAULT_MAX_LINES = 2000
+
+# ---------------------------------------------------------------- file contents
+
+CHARS = ["a", "b", "z", " ", "é", "汉", "😀", "\t", "\r", "\ufeff", "\u2028", "\x0c", "\x85", "\x1c"]
+"""ASCII, 2-, 3- and 4-byte characters, and characters str.splitlines() (not the tool) ends a line at."""
+line_texts = st.text(alphabet="".join(CHARS), max_size=9)
+
+
+def line_count(data: bytes) -> int:
+    """Lines of a file as the chapter counts them: each ends at "\\n"; a last one may lack it."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+@st.composite
+def text_files(draw, max_lines: int) -> str:
+    count = max(0, draw(st.sampled_from([0, 1, 2, max_lines - 1, max_lines, max_lines + 1, max_lines + 2,
+                                         2 * max_lines, 2 * max_lines + 1])))
+    lines = draw(st.lists(line_texts, min_size=count, max_size=count))
+    newline = draw(st.sampled_from(["\n", "\n", "\r\n"]))
+    body = newline.join(lines) + (newline if lines and draw(st.booleans()) else "")
+    return ("\ufeff" if draw(st.integers(0, 5)) == 0 else "") + body
+
+
+def byte_boundaries(data: bytes) -> list[int]:
+    """Byte counts at and next to every window's end and every byte of every line: where max_bytes bites."""
+    lines = data.split(b"\n")
+    found = set(range(1, 6))
+    for start in range(len(lines)):
+        size = -1
+        for line in lines[start:start + 8]:
+            size += 1 + len(line)
+            found |= {size - 1, size, size + 1}
+    for line in lines[:4]:
+        found |= set(range(1, len(line) + 2))
+    return sorted(n for n in found if n >= 1)
+
+
+BAD_BYTES = {
+    "NUL": b"\0",
+    "lone continuation byte": b"\x80",
+    "byte 0xff": b"\xff",
+    "overlong encoding": b"\xc0\xaf",
+    "encoded surrogate": b"\xed\xa0\x80",
+    "2-byte character cut after 1 byte": "é".encode()[:1] + b"x",
+    "3-byte character cut after 1 byte": "汉".encode()[:1] + b"x",
+    "3-byte character cut after 2 bytes": "汉".encode()[:2] + b"x",
+    "4-byte character cut after 3 bytes": "😀".encode()[:3] + b"\n",
+}
+"""What makes a file binary or not UTF-8. A cut character is always followed by another byte: one cut
+by the end of the file is noticed only by a read that reaches the end, which the chapter leaves open."""
+
+
+@st.composite
+def bad_files(draw) -> dict:
+    """A text file of 10 bytes to 9 KB with one bad byte sequence at a character boundary anywhere in it
+    (at the start, around 1, 4 and 8 KiB, in the middle, at the end), or none."""
+    size = draw(st.sampled_from([10, 100, 1030, 5000, 9000]))
+    unit = draw(st.sampled_from(["line of text\n", "汉字 é\n", "ab\r\n"]))
+    text = (unit * (size // len(unit.encode()) + 1))
+    data = text.encode()
+    at = draw(st.sampled_from([0, 1, 1023, 1024, 1025, 4096, 8192, len(data) // 2, len(data) - 1, len(data), len(data)]))
+    at = min(at, len(data))
+    while at < len(data) and (data[at] & 0xC0) == 0x80:  # a character boundary
+        at += 1
+    bad = draw(st.sampled_from([None, "NUL", "NUL", *BAD_BYTES]))
+    if bad is not None:
+        data = data[:at] + BAD_BYTES[bad] + data[at:]
+    return {"hex": data.hex(), "what": f"{len(data)} bytes of {unit!r}" + (f", {bad} at byte {at}" if bad else "")}
+
+
+# ---------------------------------------------------------------- the workspace every plan starts from
+
+BASE_FILES = {
+    "README.md": "# tiny-pi\nA small agent runtime.\n",
+    "docs/guide.md": "# Guide\nRead the docs.\n",
+    "a/b/c/deep.txt": "deep inside\n",
+}
+LINKS = {
+    "docs/readme": "../README.md",  # inside
+    "in_abs": "{root}/docs/guide.md",  # inside, through the root as given (a link when the root is one)
+    "in_real": "{real}/docs/guide.md",  # inside, through the real directory
+    "c1": "c2", "c2": "README.md",  # a chain inside
+    "dl": "docs",  # a directory link inside
+    "here": ".",  # the workspace itself, again and again
+    "docs/inner": "../a/b",  # climbs, but stays inside
+    "a/b/abs_readme": "{root}/README.md",  # an absolute target met below the root
+    "out_abs": "{tmp}/secret.txt", "out_rel": "../secret.txt", "out_dir": "{tmp}/outside",
+    "a/b/c/deep_out": "../../../../secret.txt", "slash": "/", "docs/up2": "../..",
+    "prefix": "{real}-evil/secret.txt", "fifolink": "{tmp}/fifo", "in_then_up": "{real}/../secret.txt",
+    "dotdot_middle": "docs/../../secret.txt", "chain_out": "c3", "c3": "{tmp}/secret.txt",
+    "loop1": "loop2", "loop2": "loop1", "self": "self", "dirloop": "dirloop/x",
+}
+LONG_NAMES = ["n" * 255, "汉" * 85, "é" * 127]
+"""File names of 255 bytes or just under: they exist. One byte or character more is too long."""
+
+
+def base_entries() -> list[dict]:
+    entries = [{"path": p, "type": "file", "hex": t.encode().hex()} for p, t in BASE_FILES.items()]
+    entries += [{"path": name, "type": "file", "hex": b"long name\n".hex()} for name in LONG_NAMES]
+    return entries + [{"path": p, "type": "link", "target": t} for p, t in LINKS.items()]
+
+
+INSIDE = ["README.md", "docs/guide.md", "a/b/c/deep.txt", "docs/readme", "in_abs", "in_real", "c1", "dl/guide.md",
+          "here/here/README.md", "docs/inner/c/deep.txt", "a/b/abs_readme", *LONG_NAMES]
+OUTSIDE_LINKS = ["out_abs", "out_rel", "out_dir/secret.txt", "a/b/c/deep_out", "slash/etc/passwd",
+                 "docs/up2/secret.txt", "docs/inner/c/deep_out", "prefix", "fifolink", "in_then_up",
+                 "dotdot_middle", "chain_out", "dl/up2/secret.txt", "loop1", "self", "dirloop", "here/loop2"]
+ABSOLUTE_OUTSIDE = ["{tmp}/secret.txt", "/etc/passwd", "{real}-evil/secret.txt", "{root}-evil/secret.txt",
+                    "/proc/self/root{real}/README.md", "{tmp}/outside/secret.txt", "{tmp}", "/"]
+TOO_LONG = ["n" * 256, "汉" * 86, "é" * 128, "docs/" + "x" * 256, "." + "/" * 4087 + "README.md",
+            "./" * 2044 + "docs/guide.md"]
+FIT = ["." + "/" * 4085 + "README.md", "./" * 2040 + "docs/guide.md"]
+"""4095 and 4093 bytes: just inside. (At exactly 4096 bytes the kernel and the chapter disagree; no plan goes there.)"""
+
+
+@st.composite
+def spelled(draw, relative: str) -> str:
+    """`relative` as a model may spell it: as it is, with ./ and //, absolute through the root as given,
+    through the real directory, through /proc, or with a .. that climbs back in."""
+    how = draw(st.sampled_from(["plain", "plain", "dot", "double", "root", "real", "root_dot", "proc", "climb",
+                                "parent_in"]))
+    return {"plain": relative, "dot": "./" + relative, "double": relative.replace("/", "//"),
+            "root": "{root}/" + relative, "real": "{real}/" + relative, "root_dot": "{root}/./" + relative,
+            "proc": "/proc/self/root{real}/" + relative, "climb": "{root}/../ws/" + relative,
+            "parent_in": "docs/../" + relative}[how]
+
+
+@st.composite
+def escape_paths(draw) -> str:
+    kind = draw(st.sampled_from(["inside", "inside", "outside_link", "absolute", "too_long", "fit", "links"]))
+    if kind == "inside":
+        return draw(spelled(draw(st.sampled_from(INSIDE))))
+    if kind == "outside_link":
+        return draw(spelled(draw(st.sampled_from(OUTSIDE_LINKS))))
+    if kind == "absolute":
+        return draw(st.sampled_from(ABSOLUTE_OUTSIDE))
+    if kind == "too_long":
+        return draw(st.sampled_from(TOO_LONG))
+    if kind == "fit":
+        return draw(st.sampled_from(FIT))
+    links = draw(st.sampled_from([1, 39, 40, 40, 41, 41, 45]))  # the walk follows at most 40 links
+    return "here/" * links + draw(st.sampled_from(["README.md", "docs/guide.md"]))
+
+
+def root_options(draw) -> dict:
+    return {"rootLink": draw(st.booleans()), "rootSpelling": draw(st.sampled_from(["str", "str", "path", "slash"]))}
+
+
+@st.composite
+def escape_plans(draw) -> dict:
+    reads = [{"arguments": {"path": path}} for path in draw(st.lists(escape_paths(), min_size=3, max_size=8))]
+    return {**root_options(draw), "caps": {}, "entries": base_entries(), "reads": reads}
+
+
+# ---------------------------------------------------------------- 真实往返: reads in one batch through the loop
+
+
+@st.composite
+def round_trip_plans(draw) -> dict:
+    max_lines = draw(st.integers(1, 6))
+    files = {f"notes{n}.txt": draw(text_files(max_lines)) for n in range(draw(st.integers(1, 3)))}
+    entries = base_entries() + [{"path": name, "type": "file", "hex": t.encode().hex()} for name, t in files.items()]
+    paths = st.one_of(st.sampled_from(list(files)).flatmap(spelled), st.sampled_from(INSIDE[:10]).flatmap(spelled))
+    caps = {"max_lines": max_lines, "max_bytes": draw(st.integers(8, 80))} if draw(st.booleans()) else {}
+    reads = [{"arguments": {"path": p}} for p in draw(st.lists(paths, min_size=1, max_size=4))]
+    return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads, "loop": True}
+
+
+# ---------------------------------------------------------------- 截断: windows at and next to every edge
+
+
+@st.composite
+def truncation_plans(draw) -> dict:
+    max_lines = draw(st.integers(1, 5))
+    data = draw(text_files(max_lines)).encode()
+    n = line_count(data)
+    max_bytes = draw(st.sampled_from(byte_boundaries(data)))
+    caps = draw(st.sampled_from([{"max_lines": max_lines, "max_bytes": max_bytes}] * 4
+                                + [{"max_lines": max_lines}, {"max_bytes": max_bytes}, {}]))
+    lines = caps.get("max_lines", DEFAULT_MAX_LINES)
+    offsets = st.sampled_from([None, None, 1, 2, n - 1, n, n + 1, n + 2, lines, lines + 1])
+    limits = st.sampled_from([None, None, 1, 2, lines - 1, lines, lines + 1, 2 * lines, n, n + 1])
+
+    @st.composite
+    def reads(draw2):
+        arguments = {"path": "notes.txt"}
+        offset, limit = draw2(offsets), draw2(limits)
+        if offset is not None and offset >= 1:
+            arguments["offset"] = offset
+        if limit is not None and limit >= 1:
+            arguments["limit"] = limit
+        return {"arguments": arguments, "follow": draw2(st.sampled_from([0, 0, n + 2]))}
+
+    entries = [{"path": "notes.txt", "type": "file", "hex": data.hex()}, {"path": "empty.txt", "type": "file", "hex": ""}]
+    chosen = draw(st.lists(reads(), min_size=1, max_size=3))
+    if draw(st.integers(0, 4)) == 0:
+        chosen.append({"arguments": {"path": "empty.txt", **({"offset": 2} if draw(st.booleans()) else {})}})
+    return {"rootLink": False, "rootSpelling": "str", "caps": caps, "entries": entries, "reads": chosen}
+
+
+# ---------------------------------------------------------------- 拒绝: everything that is not a text file to read
+
+SCHEMA_BREAKERS = [{"offset": 0}, {"offset": -1}, {"limit": 0}, {"limit": -1}, {"offset": "2"}, {"offset": 1.5},
+                   {"offset": True}, {"limit": None}, {"mode": "w"}]
+
+
+@st.composite
+def refusal_reads(draw, bad: list[str]) -> dict:
+    kind = draw(st.sampled_from(["bad", "bad", "bad", "special", "path", "schema", "past_end"]))
+    if kind == "bad":
+        return {"arguments": {"path": draw(st.sampled_from(bad)),
+                              **draw(st.sampled_from([{}, {}, {"limit": 1}, {"offset": 2, "limit": 1}]))}}
+    if kind == "special":
+        return {"arguments": {"path": draw(st.sampled_from(["docs", ".", "pipe", "agent.sock", "null", "dl",
+                                                             "docs/", "{root}", "{real}"]))}}
+    if kind == "path":
+        return {"arguments": {"path": draw(st.sampled_from(["", "nope.md", "nope/x.md", "README.md/x", "README.md\0",
+                                                             "docs\0/guide.md", "\udcff.md", "empty.txt/x"]))}}
+    if kind == "schema":
+        breaker = draw(st.sampled_from(SCHEMA_BREAKERS + [{"path": 7}, {"path": None}, {"path": ["README.md"]}, {}]))
+        return {"arguments": {"path": "README.md", **breaker} if "path" not in breaker and breaker
+                else {k: v for k, v in breaker.items()}}
+    path, lines = draw(st.sampled_from([("README.md", 2), ("empty.txt", 0)]))
+    return {"arguments": {"path": path, "offset": draw(st.sampled_from([max(lines, 1), lines + 1, lines + 2, 10**9]))}}
+
+
+@st.composite
+def refusal_plans(draw) -> dict:
+    files = {f"bad{n}.txt": draw(bad_files()) for n in range(draw(st.integers(1, 3)))}
+    entries = base_entries() + [{"path": name, "type": "file", **f} for name, f in files.items()]
+    entries += [{"path": "empty.txt", "type": "file", "hex": ""}, {"path": "pipe", "type": "fifo"},
+                {"path": "agent.sock", "type": "socket"}, {"path": "null", "type": "device"}]
+    caps = draw(st.sampled_from([{}, {"max_lines": 1}, {"max_lines": 2, "max_bytes": 30}, {"max_bytes": 5}]))
+    reads = draw(st.lists(refusal_reads(list(files)), min_size=2, max_size=6))
+    return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads}
+
+
+# ---------------------------------------------------------------- 中止: aborted before and during a read
+
+BIG_LINES = 40_000
+"""A 2.5 MB file: a far window in it is read in many chunks by any tool that reads in chunks at all."""
+
+
+@st.composite
+def abort_reads(draw, big: bool) -> dict:
+    if big and draw(st.booleans()):
+        offset = draw(st.sampled_from([BIG_LINES - 1, BIG_LINES, 36_000]))
+        mode = draw(st.sampled_from(["during", "during", "before", "fresh", "none"]))
+        return {"arguments": {"path": "big.txt", "offset": offset}, "signal": mode}
+    path = draw(st.sampled_from(["README.md", "empty.txt", "docs/guide.md", "docs/readme"]))
+    return {"arguments": {"path": path}, "signal": draw(st.sampled_from(["before", "before", "fresh", "none"]))}
+
+
+@st.composite
+def abort_plans(draw) -> dict:
+    big = draw(st.integers(0, 2)) > 0
+    entries = base_entries() + [{"path": "empty.txt", "type": "file", "hex": ""}]
+    if big:
+        entries.append({"path": "big.txt", "type": "big", "lines": BIG_LINES, "width": 64})
+    reads = draw(st.lists(abort_reads(big), min_size=1, max_size=3))
+    return {**root_options(draw), "caps": {}, "entries": entries, "reads": reads}
+
+
+STRATEGIES = {
+    "roundtrip": round_trip_plans(),
+    "escape": escape_plans(),
+    "refuse": refusal_plans(),
+    "truncate": truncation_plans(),
+    "abort": abort_plans(),
+}
+EXAMPLES = {"roundtrip": 8, "escape": 20, "refuse": 20, "truncate": 30, "abort": 5}
+
+
+# ---------------------------------------------------------------- how a run is shown
+
+SIGNALS = {"fresh": "a signal that is never aborted", "before": "aborted before the read",
+           "during": "aborted at the read's first yield to the event loop"}
+
+
+def visible(value) -> str:
+    """A string (or any JSON value) as JSON, with every character that does not print escaped."""
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    shown = "".join(c if c.isprintable() else _escape(c) for c in shown)
+    return re.sub(r"(.)\1{19,}", lambda m: f"{m.group(1)}⟨×{len(m.group())}⟩", shown)
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+
+
+def _text_of(content) -> str | None:
+    if not isinstance(content, list):
+        return None
+    texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def render_result(result, arguments, caps: dict) -> list[str]:
+    if not isinstance(result, dict):
+        return [f"result     not a tool result: {visible(result)}"]
+    content, details = result.get("content"), result.get("details")
+    body = _text_of(content)
+    out = []
+    single = isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict) \
+        and set(content[0]) == {"type", "text"} and content[0]["type"] == "text"
+    if result.get("isError") is True:
+        if isinstance(details, dict) and isinstance(details.get("error"), str):
+            out.append(f"result     error {visible(details)}")
+        elif (body or "").startswith("Invalid arguments for tool read"):
+            out.append("result     error: refused by the schema")
+        else:
+            out.append(f"result     error {visible(details)}: {visible(body)}")
+        if SECRET in (body or ""):
+            out.append("secret shown  yes")
+        if "Traceback" in (body or ""):
+            out.append("traceback shown  yes")
+        return out
+    out.append(f"result     ok {visible(details)}" + ("" if result.get("isError") is False
+                                                      else f" (isError {visible(result.get('isError'))})"))
+    if not single:
+        out.append(f"content    {visible(content)}")
+        return out
+    limit = arguments.get("limit") if isinstance(arguments, dict) else None
+    lines = caps.get("max_lines", DEFAULT_MAX_LINES)
+    if limit == lines:  # both caps are met at once: the notice may name either
+        body = body.replace(f" (at most {lines} line{'s' * (lines != 1)} per read)", "")
+    out += ["  " + visible(line) for line in body.split("\n")]
+    return out
+
+
+def render_outcome(outcome: dict, arguments, caps: dict) -> list[str]:
+    if outcome.get("timedOut"):
+        out = ["result     did not finish: interrupted after its time bound"]
+    elif "raised" in outcome:
+        out = [f"result     raised {outcome['raised']}"]
+    elif "result" in outcome:
+        out = render_result(outcome.get("result"), arguments, caps)
+    else:
+        out = []
+    if outcome.get("fdsLeft"):
+        out.append(f"descriptors left open  {outcome['fdsLeft']}")
+    out += [f"opened outside the workspace  {path}" for path in outcome.get("openedOutside") or []]
+    return out
+
+
+def render_reads(record: dict) -> str:
+    caps = record.get("caps") or {}
+    if "createRaised" in record:
+        return f"## tool\ncreate_read_tool raised {record['createRaised']}\n"
+    out: list[str] = []
+    loop = record.get("loop")
+    if loop is not None:
+        run = loop.get("run") or {}
+        calls = {}
+        for message in run.get("messages") or []:
+            for block in message.get("content") or [] if message.get("role") == "assistant" else []:
+                if isinstance(block, dict) and block.get("type") == "toolCall":
+                    calls[block.get("id")] = block.get("arguments")
+        out.append("## loop")
+        if "run" in loop:
+            out += [f"reason     {visible(run.get('reason'))}", f"steps      {visible(run.get('steps'))}"]
+        else:
+            out += render_outcome(loop, {}, caps)
+        if loop.get("fdsLeft"):
+            out.append(f"descriptors left open  {loop['fdsLeft']}")
+        out += [f"opened outside the workspace  {path}" for path in loop.get("openedOutside") or []]
+        results = [m for m in run.get("messages") or [] if m.get("role") == "toolResult"]
+        for n, message in enumerate(results, 1):
+            arguments = calls.get(message.get("toolCallId"))
+            out += ["", f"## read {n}", f"arguments  {visible(arguments)}"]
+            out += render_result(message, arguments, caps)
+    for n, read in enumerate(record.get("reads") or [], 1):
+        out += ["" if out else None, f"## read {n}", f"arguments  {visible(read.get('arguments'))}"]
+        if read.get("signal", "none") != "none":
+            out.append(f"signal     {SIGNALS.get(read['signal'], read['signal'])}")
+        if "progressReports" in read:
+            out.append(f"progress   {read['progressReports']}")
+        out += render_outcome(read, read.get("arguments"), caps)
+    if record.get("openedSomething") is not None:
+        out += ["", f"seen opening files  {'yes' if record['openedSomething'] else 'no'}"]
+    return "\n".join(line for line in out if line is not None) + "\n"
+
+
+def render_tool_result(record: dict) -> str:
+    """A result exactly as the fixed scenarios snapshot it (the whole message as JSON), and what else the test saw."""
+    out = json.dumps(record.get("result"), ensure_ascii=False, indent=2) + "\n"
+    if record.get("blocked"):
+        out += "blocked: the read waited on a FIFO until the test opened its other end\n"
+    if "openedSpecial" in record:
+        out += f"the special file was opened  {'yes' if record['openedSpecial'] else 'no'}\n"
+        out += f"seen opening files  {'yes' if record.get('openedSomething') else 'no'}\n"
+    return out
+
+
+def render_refusal_check(record: dict) -> str:
+    """An escape attempt: refused, with which reason, and nothing shown or opened that lies outside."""
+    result = record.get("result") if isinstance(record.get("result"), dict) else {}
+    body = _text_of(result.get("content")) or ""
+    opened = record.get("openedOutside") or []
+    lines = [f"isError          {visible(result.get('isError'))}",
+             f"details          {visible(result.get('details'))}",
+             f"secret shown     {'yes' if SECRET in body else 'no'}",
+             f"traceback shown  {'yes' if 'Traceback' in body else 'no'}",
+             "opened outside the workspace  " + (", ".join(opened) if opened else "nothing")]
+    if record.get("swapped") is not None:
+        lines.append(f"blocked on the FIFO swapped in  {'yes' if record.get('blocked') else 'no'}")
+        read_swap = record["swapped"] and result.get("isError") is not True
+        lines.append(f"read what was swapped in  {'yes' if read_swap else 'no'}")
+        lines = [line for line in lines if not line.startswith(("isError", "details"))]
+    return "\n".join(lines) + "\n"
+
+
+def render_facts(record: dict) -> str:
+    facts = record.get("facts") if isinstance(record.get("facts"), dict) else {}
+    width = max([len(k) for k in facts] or [0])
+    return "".join(f"{k:<{width}}  {visible(v)}\n" for k, v in facts.items())
+
+
+RENDERERS = {"workspace-reads": render_reads, "tool-result": render_tool_result,
+             "refusal-check": render_refusal_check, "facts": render_facts}
+
+
+# ---------------------------------------------------------------- the plan in words
+
+
+def _bytes(hex_text: str) -> str:
+    data = bytes.fromhex(hex_text)
+    shown = repr(data)
+    return shown if len(shown) <= 160 else f"{shown[:150]}...' ({len(data)} bytes)"
+
+
+def describe(plan: dict) -> str:
+    root = "{tmp}/ws, a symbolic link to {tmp}/ws-real" if plan.get("rootLink") else "{tmp}/ws"
+    spelling = {"path": " (handed over as a pathlib.Path)", "slash": " (handed over with a trailing /)"}
+    parts = [f"root {root}{spelling.get(plan.get('rootSpelling'), '')}",
+             "caps " + (", ".join(f"{k}={v}" for k, v in (plan.get("caps") or {}).items()) or "default")]
+    base = {e["path"] for e in base_entries()}
+    for entry in plan.get("entries", []):
+        if entry["path"] in base:
+            continue
+        if entry["type"] == "file":
+            parts.append(f"{entry['path']}: {entry.get('what') or _bytes(entry['hex'])}")
+        elif entry["type"] == "big":
+            parts.append(f"{entry['path']}: {entry['lines']} lines of {entry['width']} bytes")
+        elif entry["type"] == "link":
+            parts.append(f"{entry['path']} -> {entry['target']}")
+        else:
+            parts.append(f"{entry['path']}: a {entry['type']}")
+    if any(e["path"] in base for e in plan.get("entries", [])):
+        parts.append("the standard files and links of course/judge/scenarios/ch08_workspace_read.py "
+                     "(BASE_FILES, LINKS, LONG_NAMES)")
+    how = "one batch of calls through the reference loop" if plan.get("loop") else "one after another"
+    reads = []
+    for n, read in enumerate(plan.get("reads", []), 1):
+        arguments = dict(read["arguments"])
+        if isinstance(arguments.get("path"), str) and len(arguments["path"]) > 80:
+            p = arguments["path"]
+            arguments["path"] = f"{p[:30]}...{p[-30:]} ({len(p.encode('utf-8', 'surrogatepass'))} bytes)"
+        words = f"{n}. read {visible(arguments)}"
+        if read.get("signal", "none") != "none":
+            words += f", {SIGNALS[read['signal']]}"
+        if read.get("follow"):
+            words += f", then read on from each nextOffset (at most {read['follow']} more)"
+        reads.append(words)
+    return " | ".join(parts) + f" || reads ({how}): " + "; ".join(reads)
