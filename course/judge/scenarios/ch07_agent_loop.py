@@ -19,6 +19,7 @@ for the right call), and of the errorMessage when the model fails (it must name 
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from hypothesis import strategies as st
@@ -32,6 +33,14 @@ REFUSED = ["bad_arguments", "unknown_tool"]
 HOLDING = ["hold", "ignore_cancel"]
 HOOKED = ["tool_end", "tool_start", "assistant_message", "tool_progress", "model_event", "tool_skipped", "turn_end"]
 """The events an observer's hook may fire at (the n-th of a type): where a loop's order and bookkeeping show."""
+FOCUS = {
+    "pure_stop": ["assistant_message", "turn_end", "model_event"],
+    "round_trip": ["tool_start", "tool_progress", "tool_end", "assistant_message"],
+    "terminals": ["tool_skipped", "tool_skipped", "assistant_message", "turn_end"],
+    "concurrent": ["tool_end", "tool_progress", "tool_start"],
+    "abort": ["tool_end", "tool_progress", "model_event", "assistant_message"],
+}
+"""The events a section's hooks fire at more often than the others: where its mistakes show."""
 TERMINAL = ["stop", "length", "error", "aborted", "model_raises", "stream_fails", "toolUse"]
 
 EXAMPLES = {"pure_stop": 25, "round_trip": 30, "terminals": 30, "concurrent": 30, "abort": 40}
@@ -41,25 +50,46 @@ def _runs(executor: str, registry: bool, does: str) -> bool:
     return executor == "injected" or (registry and does not in REFUSED)
 
 
-# Each call, step and plan is drawn from few integers (Hypothesis pays per draw, drawing and shrinking),
-# each shrinking towards the plainest choice: 0 is a tool that succeeds without progress, no hook, no abort.
+class Draw:
+    """The choices of one plan, made by a random generator seeded from the one number Hypothesis draws.
+
+    Hypothesis pays per draw and, with a few dozen plans per section, draws mostly the simplest ones
+    and their near copies; one seed per plan makes every plan of the default profile a different one,
+    as quickly as it can be built. A failing plan is shown in words (`describe`) and as JSON.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+
+    def integers(self, low: int, high: int) -> int:
+        return self.random.randint(low, high)
+
+    def sampled_from(self, choices: list):
+        return self.random.choice(choices)
+
+    def booleans(self) -> bool:
+        return self.random.random() < 0.5
+
+    def permutations(self, items: list) -> list:
+        return self.random.sample(items, len(items))
+
+
 PROGRESS = [(0, False), (1, False), (2, False), (0, True), (1, True)]
 """(progress reports while it runs, whether it reports again after it returned), by drawn code; the report
 as it starts is drawn per step."""
 
 
-@st.composite
-def step_plans(draw, number: int, world: dict, *, reason: str, calls: tuple[int, int],
+def step_plans(draw: "Draw", number: int, world: dict, *, reason: str, calls: tuple[int, int],
                extra: tuple[str, ...] = (), holders: bool = False) -> dict:
     """One scripted answer with its calls: what each call's tool does, its progress, the finish order."""
     choices = RUNNING + (INJECTED_ONLY if world["executor"] == "injected" else REFUSED) + list(extra)
-    count = draw(st.integers(*calls))
+    count = draw.integers(*calls)
     # One call of the step may report progress as it starts (only one: which call's tool starts first is free).
-    before_at = draw(st.integers(0, 2 * count)) - 1 if count else -1
-    text_and_holders = draw(st.integers(0, 1 + 2 * count * holders))
+    before_at = draw.integers(0, 2 * count) - 1 if count else -1
+    text_and_holders = draw.integers(0, 1 + 2 * count * holders)
     planned = []
     for i in range(count):
-        code = draw(st.integers(0, len(choices) * len(PROGRESS) - 1))
+        code = draw.integers(0, len(choices) * len(PROGRESS) - 1)
         during, late = PROGRESS[code // len(choices)]
         planned.append({"id": f"s{number}c{i}", "does": choices[code % len(choices)], "before": int(i == before_at),
                         "during": during, "late": late})
@@ -71,12 +101,11 @@ def step_plans(draw, number: int, world: dict, *, reason: str, calls: tuple[int,
     running = [c["id"] for c in planned
                if _runs(world["executor"], world["registry"], c["does"]) and c["does"] not in HOLDING + ["watch"]]
     return {"stopReason": reason, "text": text_and_holders % 2 == 1, "calls": planned,
-            "finishOrder": draw(st.permutations(running))}
+            "finishOrder": draw.permutations(running)}
 
 
-@st.composite
-def plans(draw, section: str) -> dict:
-    shape = draw(st.integers(0, 3 * 2 * 4 * 2 - 1))
+def plans(draw: "Draw", section: str) -> dict:
+    shape = draw.integers(0, 3 * 2 * 4 * 2 - 1)
     world = {
         "input": ["one", "one", "history"][shape % 3],
         "staleTools": shape // 3 % 2 == 1,
@@ -86,60 +115,66 @@ def plans(draw, section: str) -> dict:
     steps: list[dict] = []
     cancel = None
     if section == "pure_stop":
-        for _ in range(draw(st.sampled_from([0, 0, 0, 1]))):
-            steps.append(draw(step_plans(len(steps) + 1, world, reason="toolUse", calls=(1, 2))))
-        reason = draw(st.sampled_from(["stop"] * 6 + ["error", "model_raises", "stream_fails", "length", "aborted"]))
-        steps.append(draw(step_plans(len(steps) + 1, world, reason=reason, calls=(0, 0))))
+        for _ in range(draw.sampled_from([0, 0, 0, 1])):
+            steps.append(step_plans(draw, len(steps) + 1, world, reason="toolUse", calls=(1, 2)))
+        reason = draw.sampled_from(["stop"] * 6 + ["error", "model_raises", "stream_fails", "length", "aborted"])
+        steps.append(step_plans(draw, len(steps) + 1, world, reason=reason, calls=(0, 0)))
     elif section == "round_trip":
-        for _ in range(draw(st.integers(1, 3))):
-            steps.append(draw(step_plans(len(steps) + 1, world, reason="toolUse", calls=(1, 1), extra=("abort",))))
-        if draw(st.integers(0, 4)) > 0:
-            steps.append(draw(step_plans(len(steps) + 1, world, reason="stop", calls=(0, 0))))
+        for _ in range(draw.integers(1, 3)):
+            steps.append(step_plans(draw, len(steps) + 1, world, reason="toolUse", calls=(1, 1), extra=("abort",)))
+        if draw.integers(0, 4) > 0:
+            steps.append(step_plans(draw, len(steps) + 1, world, reason="stop", calls=(0, 0)))
     elif section == "terminals":
-        for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
-            steps.append(draw(step_plans(len(steps) + 1, world, reason="toolUse", calls=(1, 2))))
-        reason = draw(st.sampled_from(TERMINAL))
+        for _ in range(draw.sampled_from([0, 0, 1, 2])):
+            steps.append(step_plans(draw, len(steps) + 1, world, reason="toolUse", calls=(1, 2)))
+        reason = draw.sampled_from(TERMINAL)
         most = 0 if reason == "toolUse" else 7
-        steps.append(draw(step_plans(len(steps) + 1, world, reason=reason, calls=(0, most))))
+        steps.append(step_plans(draw, len(steps) + 1, world, reason=reason, calls=(0, most)))
     elif section == "concurrent":
-        for _ in range(draw(st.sampled_from([1, 1, 2]))):
-            steps.append(draw(step_plans(len(steps) + 1, world, reason="toolUse", calls=(2, 7))))
-        if draw(st.integers(0, 3)) > 0:
-            steps.append(draw(step_plans(len(steps) + 1, world, reason="stop", calls=(0, 0))))
+        for _ in range(draw.sampled_from([1, 1, 2])):
+            steps.append(step_plans(draw, len(steps) + 1, world, reason="toolUse", calls=(2, 7)))
+        if draw.integers(0, 3) > 0:
+            steps.append(step_plans(draw, len(steps) + 1, world, reason="stop", calls=(0, 0)))
     else:  # abort
-        going_on = draw(st.integers(1, 3))
-        cancel_kind = draw(st.sampled_from([None, None, "streaming", "batch", "batch"]))
-        cancel_step = draw(st.integers(1, going_on))
+        going_on = draw.integers(1, 3)
+        cancel_kind = draw.sampled_from([None, None, "streaming", "batch", "batch"])
+        cancel_step = draw.integers(1, going_on)
         for n in range(1, going_on + 1):
             cancelled_here = cancel_kind == "batch" and n == cancel_step
-            steps.append(draw(step_plans(n, world, reason="toolUse", calls=(1, 4) if cancelled_here else (1, 3),
-                                         extra=("abort", "abort", "watch"), holders=cancelled_here)))
-        if draw(st.booleans()):
-            steps.append(draw(step_plans(going_on + 1, world, reason=draw(st.sampled_from(TERMINAL)), calls=(0, 2))))
+            steps.append(step_plans(draw, n, world, reason="toolUse", calls=(1, 4) if cancelled_here else (1, 3),
+                                         extra=("watch",) if cancel_kind else ("abort", "abort", "watch"),
+                                         holders=cancelled_here))
+        if draw.booleans():
+            steps.append(step_plans(draw, going_on + 1, world, reason=draw.sampled_from(TERMINAL), calls=(0, 2)))
         if cancel_kind is not None:
             cancel = {"step": cancel_step, "during": cancel_kind}
-    observer = "present" if draw(st.integers(0, 4)) < 4 else "absent"
-    odds = {"abort": (3, 2, 5), "concurrent": (2, 8, 5), "terminals": (3, 10, 5)}.get(section, (3, 6, 5))
+    observer = "present" if draw.integers(0, 4) < 4 else "absent"
+    odds = {"abort": (3, 2, 5), "concurrent": (2, 8, 5), "terminals": (2, 10, 5), "pure_stop": (2, 6, 5)}.get(
+        section, (3, 6, 5))
     if cancel is not None:  # the cancellation is the point of the plan: other ways to end it come seldom
         odds = (8, 1000, 5)
 
+    targets = [[kind, n] for kind in HOOKED for n in (1, 2, 3)] + 3 * [[kind, 1] for kind in FOCUS[section]]
+
     def hook(one_in: int):
         """None, or [event type, n]: the hook fires at the n-th event of that type (one plan in `one_in`)."""
-        code = draw(st.integers(0, one_in * len(HOOKED) * 3 - 1))
-        if observer == "absent" or code >= len(HOOKED) * 3:
-            return None
-        return [HOOKED[code % len(HOOKED)], 1 + code // len(HOOKED)]
+        code = draw.integers(0, one_in * len(targets) - 1)
+        return targets[code] if observer == "present" and code < len(targets) else None
 
     raise_at, abort_at, mutate_at = hook(odds[0]), hook(odds[1]), hook(odds[2])
-    max_steps = draw(st.sampled_from([None, None, None, 1, 2, 3, 4, 6]) if section != "abort"
-                     else st.sampled_from([None, 1, 1, 2, 2, 3, 4]))
-    flags = draw(st.integers(0, 4 * (4 if section == "abort" else 20) - 1))
+    max_steps = draw.sampled_from([None, None, None, 1, 2, 3, 4, 6] if section != "abort"
+                                  else [None, 1, 1, 2, 2, 3, 4])
+    flags = draw.integers(0, 4 * (4 if section == "abort" else 20) - 1)
     return {**world, "observer": observer, "raiseAt": raise_at, "abortAt": abort_at, "mutateAt": mutate_at,
             "mutateAfter": flags % 4 == 3, "abortBeforeStart": flags // 4 == 1 and cancel is None,
             "maxSteps": max_steps, "cancel": cancel, "steps": steps}
 
 
-STRATEGIES = {section: plans(section) for section in ("pure_stop", "round_trip", "terminals", "concurrent", "abort")}
+def _strategy(section: str):
+    return st.integers(0, 2**64 - 1).map(lambda seed: plans(Draw(seed), section))
+
+
+STRATEGIES = {section: _strategy(section) for section in ("pure_stop", "round_trip", "terminals", "concurrent", "abort")}
 
 
 # --- the notation of a run ------------------------------------------------------------------------
@@ -214,9 +249,29 @@ def _problems(record: dict) -> list[str]:
     return problems
 
 
+def _requests(record: dict) -> Any:
+    """The requests with their messages spelled out (the recorder writes a transcript prefix as its length)."""
+    requests, transcript = record.get("requests"), record.get("transcript")
+    if not isinstance(requests, list):
+        return requests
+    spelled = []
+    for request in requests:
+        seen = request.get("messages") if isinstance(request, dict) else None
+        if isinstance(seen, dict) and isinstance(seen.get("transcriptPrefix"), int) and isinstance(transcript, list):
+            request = {**request, "messages": transcript[: seen["transcriptPrefix"]]}
+        spelled.append(request)
+    return spelled
+
+
 def render_plan_run(record: dict) -> str:
     try:
-        return _render(_loosen(record, record.get("loose") or {}))
+        if not isinstance(record, dict):
+            raise TypeError(f"a record is a dict, not {type(record).__name__}")
+        record = {**record, "requests": _requests(record)}
+        loose = record.get("loose") or {}
+        if loose or any(failure in _json(record) for failure in MODEL_FAILURES):
+            record = _loosen(record, loose if isinstance(loose, dict) else {})
+        return _render(record)
     except Exception as error:  # never raises: a record this cannot read is shown as it is
         return f"## record\nch07 plan run that cannot be rendered ({type(error).__name__}: {error})\n{_json(record)[:2000]}\n"
 

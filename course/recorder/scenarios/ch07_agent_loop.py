@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 
 from course.recorder.record import jsonable
 from course.runtime.abort import AbortController
@@ -152,6 +153,7 @@ class PlanModel:
     def __init__(self, plan: dict, state: dict) -> None:
         self.plan, self.state = plan, state
         self.requests: list = []
+        self.streams: list = []
         cancel = plan.get("cancel") or {}
         answers = []
         for n, step in enumerate(plan["steps"], 1):
@@ -175,15 +177,26 @@ class PlanModel:
 
     def stream(self, request, *, signal=None):
         index = len(self.requests)
-        try:
-            self.requests.append(copy.deepcopy(request))
+        try:  # the request as it is now (JSON round trip: a deep copy, in C)
+            self.requests.append(json.loads(json.dumps(request, ensure_ascii=False, allow_nan=False)))
         except Exception:  # a loop may hand the model anything
             self.requests.append(jsonable(request))
         steps = self.plan["steps"]
         if index < len(steps) and steps[index]["stopReason"] == "model_raises":
             raise ConnectionError("model connection reset")
         self.scripted.request_count = index
-        return self.scripted.stream(request, signal=signal)
+        stream = self.scripted.stream(request, signal=signal)
+        self.streams.append(stream)
+        return stream
+
+    async def close(self) -> None:
+        """Finish the answers a run left unread (an observer raised mid-stream, the task was cancelled):
+        here, not when the garbage collector gets to them and the event loop starts a task to close them."""
+        for stream in self.streams:
+            try:
+                await stream._close_source()
+            except BaseException:  # noqa: BLE001 — a clean-up, whatever the loop left behind
+                pass
 
 
 async def run_plan(plan: dict, load) -> dict:
@@ -347,11 +360,15 @@ async def run_plan(plan: dict, load) -> dict:
         try:
             result = task.result()
         except BaseException as error:  # noqa: BLE001 — the record says what the loop raised, CancelledError too
-            record.update(outcome="raised", raised=type(error).__name__, message=str(error),
+            try:
+                message = str(error)
+            except Exception:  # a student's exception may not even say what it is
+                message = "<str() of the exception failed>"
+            record.update(outcome="raised", raised=type(error).__name__, message=jsonable(message),
                           transcript=getattr(error, "transcript", "<no transcript>"))
         else:
-            record.update(outcome="returned", reason=getattr(result, "reason", None),
-                          steps=getattr(result, "steps", None), transcript=getattr(result, "messages", None))
+            record.update(outcome="returned", reason=jsonable(getattr(result, "reason", None)),
+                          steps=jsonable(getattr(result, "steps", None)), transcript=getattr(result, "messages", None))
     record["tasksLeft"] = len(left)
     for _ in range(3):  # clean up what a broken loop left running: cancel it and let it unwind
         for t in left:
@@ -364,20 +381,30 @@ async def run_plan(plan: dict, load) -> dict:
         if t.done() and not t.cancelled():
             t.exception()  # retrieved: the event loop does not report it later
 
+    await model.close()
     report_late()  # the tools' kept callbacks, after the run: nothing may reach the observer now
     if plan["mutateAfter"]:
         change_deeply(caller_messages)
         change_deeply(caller_expects)
+    transcript = jsonable(record.pop("transcript"))
+    requests = [request if isinstance(request, dict) else jsonable(request) for request in model.requests]
+    if isinstance(transcript, list):  # a request that saw a prefix of the transcript is recorded as its length
+        for request in requests:
+            seen = request.get("messages")
+            if isinstance(seen, list) and len(seen) <= len(transcript) and seen == transcript[: len(seen)]:
+                request["messages"] = {"transcriptPrefix": len(seen)}
     record.update(
-        events=events if plan["observer"] == "present" else None,
-        requests=model.requests,
+        transcript=transcript,
+        events=jsonable(events) if plan["observer"] == "present" else None,
+        requests=requests,
         executions=sorted(executed),
         callerMessagesAfter="as the caller left them" if jsonable(caller_messages) == jsonable(caller_expects)
-        else caller_messages,
+        else jsonable(caller_messages),
         contextAfter="as the caller left it" if (sorted(context) == context_keys
                                                  and context.get("systemPrompt") == SYSTEM_PROMPT
                                                  and context.get("messages") is caller_messages
                                                  and context.get("tools", STALE_TOOLS) == STALE_TOOLS)
-        else {key: value for key, value in context.items() if key != "messages"},
+        else jsonable({key: value for key, value in context.items() if key != "messages"}),
+        inputMessages=jsonable(record["inputMessages"]),
     )
-    return jsonable(record)
+    return record
