@@ -133,4 +133,104 @@ MUTANTS = [
            "max_steps is how many model requests the run may make; your loop makes one more",
            'range(1, options.max_steps + 1)',
            'range(1, options.max_steps + 2)'),
+    # Generated scenarios (issue 13): collaborators' freedoms, batch sizes, orders, observers, cancellation
+    Mutant("results-in-completion-order-from-three", "并发工具",
+           "with three or more calls your loop appends results in the order the tools finished; "
+           "every batch appends them in call order",
+           'return [task.result() for task in tasks]',
+           'return ended if len(calls) >= 3 else [task.result() for task in tasks]'),
+    Mutant("tool-start-inside-each-task", "并发工具",
+           "emit every call's tool_start before any tool of the batch runs, not as each tool starts",
+           'for call in calls:\n        emit({"type": "tool_start", "call": call})',
+           'pass',
+           also=(('running = True', 'emit({"type": "tool_start", "call": call})\nrunning = True'),)),
+    Mutant("batch-not-cancelled-on-failure", "并发工具",
+           "when the batch is cut short (an observer raised, the run was cancelled), cancel and await the "
+           "tools still running: none may be left running after the run",
+           'async with asyncio.TaskGroup() as group:\n'
+           '            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]',
+           'tasks = [asyncio.ensure_future(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]\n'
+           'await asyncio.gather(*tasks)'),
+    Mutant("observer-required", "纯文本 stop",
+           "on_event is optional: a run without an observer emits to no one, it does not fail",
+           'if options.on_event is not None:',
+           'if True:'),
+    Mutant("observer-errors-swallowed", "纯文本 stop",
+           "an exception raised by the on_event observer must reach the caller, not be ignored",
+           '            options.on_event(event)',
+           '            try:\n'
+           '                options.on_event(event)\n'
+           '            except Exception:\n'
+           '                pass'),
+    Mutant("assistant-event-before-append", "纯文本 stop",
+           "append the assistant message to the transcript before emitting assistant_message: an observer "
+           "that raises there must find it in exc.transcript",
+           'messages.append(assistant)\n            emit({"type": "assistant_message", "message": assistant})',
+           'emit({"type": "assistant_message", "message": assistant})\nmessages.append(assistant)'),
+    Mutant("skipped-event-before-append", "非执行终态",
+           "append each skipped result before emitting its tool_skipped: an observer that raises there must "
+           "find it in exc.transcript",
+           'messages.append(skipped)\n                    emit({"type": "tool_skipped", "result": skipped})',
+           'emit({"type": "tool_skipped", "result": skipped})\nmessages.append(skipped)'),
+    Mutant("model-event-wrapper-reused", "纯文本 stop",
+           "emit a new event for every model event: an observer may keep the events it was handed",
+           'async for event in stream:\n        emit({"type": "model_event", "event": event})',
+           'wrapper = {"type": "model_event"}\n'
+           'async for event in stream:\n'
+           '    wrapper["event"] = event\n'
+           '    emit(wrapper)'),
+    Mutant("caller-messages-copied-shallowly", "单工具往返",
+           "copy the caller's messages deeply: with a shallow copy, a caller changing its own message dicts "
+           "changes your transcript and requests",
+           'copy.deepcopy(options.context["messages"])',
+           'list(options.context["messages"])'),
+    Mutant("stale-tools-when-registry-empty", "单工具往返",
+           "the model is offered the registry's definitions, even none: never context[\"tools\"]",
+           '"tools": options.tools.definitions(),',
+           '"tools": options.tools.definitions() or options.context.get("tools", []),'),
+    Mutant("system-prompt-only-first", "单工具往返",
+           "every model request carries the context's system prompt, not only the first",
+           '"systemPrompt": options.context["systemPrompt"],',
+           '"systemPrompt": options.context["systemPrompt"] if len(messages) == len(options.context["messages"]) else "",'),
+    Mutant("late-progress-emitted", "单工具往返",
+           "progress a tool reports after it returned belongs to no running tool: do not emit it",
+           'if running:  # progress reported after the call ended belongs to no tool item',
+           'if True:'),
+    Mutant("executor-answer-trusted", "单工具往返",
+           "an injected executor's answer that is not a result for its call (another id or tool, not a dict, "
+           "not JSON) becomes an error result for the right call",
+           'checked(options.execute_tool_call) if options.execute_tool_call is not None else',
+           'options.execute_tool_call if options.execute_tool_call is not None else'),
+    Mutant("empty-exception-message", "并发工具",
+           "an executor raising an exception without a message becomes an error result naming its type",
+           'result = error_result(call, str(exc) or type(exc).__name__)',
+           'result = error_result(call, str(exc))'),
+    Mutant("observer-error-in-progress-becomes-result", "单工具往返",
+           "an observer raising at tool_progress must reach the caller, not become the tool's error result",
+           'observer_errors.append(exc)  # the observer failed, not the tool: it must reach the caller',
+           'pass'),
+    Mutant("no-calls-ends-stop", "非执行终态",
+           "an answer without calls ends with the reason its stopReason calls for (length, error, aborted), "
+           "not always stop",
+           'if assistant["stopReason"] == "stop" and not calls:',
+           'if assistant["stopReason"] != "toolUse" and not calls:'),
+    Mutant("skipped-text-of-length-for-stop", "非执行终态",
+           "a stop that carries calls skips them saying the response ended without requesting tool use",
+           '"stop": ("Tool call was not executed because the model response ended without requesting tool use.", "error"),',
+           '"stop": ("Tool call was not executed because the model response was truncated.", "error"),'),
+    Mutant("exc-transcript-without-finished-results", "取消与上限",
+           "exc.transcript keeps the results of the batch's tools that had finished when the run was cut short",
+           'exc.transcript = messages + getattr(exc, "finished_results", [])',
+           'exc.transcript = messages'),
+    Mutant("cancellation-swallowed", "取消与上限",
+           "cancelling the task running the loop must raise CancelledError to the caller, not end the run aborted",
+           'except BaseException as exc:\n        # An observer that raised',
+           'except asyncio.CancelledError:\n'
+           '    return finish("aborted", len(messages))\n'
+           'except BaseException as exc:\n'
+           '    # An observer that raised'),
+    Mutant("single-call-cancellation-swallowed", "取消与上限",
+           "a tool that ignores the cancellation must not keep the run going: the CancelledError still ends it",
+           'if task.cancelling() > cancelling:',
+           'if False:'),
 ]

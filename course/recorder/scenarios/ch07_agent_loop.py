@@ -1,30 +1,102 @@
-"""Chapter 07's generated scenarios, run: a plan is a script of model answers plus what each call's
-tool does, in which order a batch finishes, and where the run is aborted.
+"""Chapter 07's generated scenarios, run: one plan is one run of the loop with every collaborator scripted.
 
 A plan (JSON, drawn by `course.judge.scenarios.ch07_agent_loop`):
-  {"registry": bool,            tools run through the chapter 06 executor (else an injected executor)
-   "steps": [{"stopReason": ..., "text": bool,
-              "calls": [{"id", "does", "progress"}], "finishOrder": [call ids whose tool runs]}],
-   "maxSteps": int, "abortBeforeStart": bool, "abortAtEvent": int | None}
-Batches finish in the planned order through asyncio.Event gates that open once every call of the
-batch has started, so a loop that runs its tools one after another cannot wait for ever: the
-first gate opens when the first call starts if that is all that ever starts.
+  {"input": "one" | "history",      the caller's messages: one user message, or an earlier round and a new question
+   "staleTools": bool,              the context still carries "tools" from an earlier run
+   "registry": bool,                the probe tool is registered (else the registry is empty)
+   "executor": "chapter06" | "injected",
+   "observer": "absent" | "present",
+   "raiseAt", "abortAt", "mutateAt": None | [event type, n],   at the n-th event of that type the observer
+                                    raises, aborts the run, or the caller changes its messages (list and dicts, deeply)
+   "mutateAfter": bool,             the caller changes its messages (deeply) after the run
+   "abortBeforeStart": bool, "maxSteps": int | None (None: the default),
+   "cancel": None | {"step": n, "during": "streaming" | "batch"},   the task running the loop is cancelled
+   "steps": [{"stopReason": "toolUse" | "stop" | "length" | "error" | "aborted" | "model_raises" | "stream_fails",
+              "text": bool,
+              "calls": [{"id", "does", "before": 0|1, "during": 0-2, "late": bool}],
+              "finishOrder": [ids of the calls whose tool runs and does not hold, in the order they finish]}]}
+
+What a call's tool does (`does`): succeed, raise, raise_empty, report_error, abort (aborts the run's signal),
+not_json, garbage (an injected executor's answer that is not a dict; a registry tool's output that is not
+one), wrong_call / wrong_tool (an injected executor answering another call's id or another tool's name),
+bad_arguments / unknown_tool (refused by the chapter 06 executor: the tool never runs), hold (runs until
+the task is cancelled), ignore_cancel (the same, but answers anyway when cancelled), watch (runs until the
+run's signal is aborted). Progress: `before` reports come as the tool starts, `during` ones once its turn
+to finish has come, `late` ones through the kept callback after the tool has returned (when a later call
+of the run finishes, and after the run): those must not appear.
+
+Batches finish in the planned order through asyncio.Event gates that open once every call of the batch has
+started; every wait is bounded by turns of the event loop (never time), so a loop that runs its tools one
+after another, never cancels them or never awaits them cannot make a plan wait for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
 
-from course.recorder.harness import run_loop
+from course.recorder.record import jsonable
 from course.runtime.abort import AbortController
-from course.runtime.messages import assistant_message, text, tool_call, tool_result
+from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
 from course.runtime.scripted import ScriptedModel
+from course.runtime.stream import AssistantMessageEventStream
 from course.runtime.tools import Registry, Tool
 
 SECTIONS = {
-    "loop": "单工具往返",
+    "pure_stop": "纯文本 stop",
+    "round_trip": "单工具往返",
+    "terminals": "非执行终态",
+    "concurrent": "并发工具",
+    "abort": "取消与上限",
 }
+
+REFUSED = ("bad_arguments", "unknown_tool")
+HOLDING = ("hold", "ignore_cancel", "watch")
+LOOSE = ("wrong_call", "wrong_tool", "garbage", "not_json")
+"""An injected executor's answers the loop must refuse: the error result's wording is the loop's own."""
+SYSTEM_PROMPT = "You are tiny-pi."
+STALE_TOOLS = [{"name": "stale", "description": "left over from an earlier run", "parameters": {"type": "object"}}]
+GATE_TURNS = 200
+"""Turns of the event loop a call waits for its siblings to start before it goes on alone."""
+HOLD_TURNS = 300
+"""Turns a holding tool (or the model, while a cancellation is planned) runs before it answers anyway."""
+RUN_TURNS = 20_000
+"""Turns the driver gives a run before it records it as still running and cancels it."""
+
+
+def runs(plan: dict, call: dict) -> bool:
+    """Whether the call's tool runs: the chapter 06 executor refuses some calls before any tool runs."""
+    if plan["executor"] == "injected":
+        return True
+    return plan["registry"] and call["does"] not in REFUSED
+
+
+def input_messages(kind: str) -> list[dict]:
+    if kind == "one":
+        return [user_message("go", timestamp=0)]
+    return [
+        {"role": "user", "content": [text("read it")], "timestamp": 0},
+        {**assistant_message([text("reading"), tool_call("h1", "probe", {"key": "h1", "deep": {"n": [1]}})],
+                             "toolUse"), "timestamp": 0},
+        {**tool_result(tool_call("h1", "probe", {}), [text("h1 done")]), "timestamp": 0},
+        {**assistant_message([text("done")], "stop"), "timestamp": 0},
+        {"role": "user", "content": [text("again")], "timestamp": 0},
+    ]
+
+
+def change_deeply(messages: list) -> None:
+    """What a caller may do to its own messages: change a message, a block, a call's arguments; add one."""
+    first = messages[0]
+    if isinstance(first.get("content"), list):
+        first["content"][0]["text"] = "changed by the caller"
+    else:
+        first["content"] = "changed by the caller"
+    for message in messages:
+        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+            if block.get("type") == "toolCall":
+                block["arguments"]["deep"]["n"].append(2)
+    messages.append(user_message("added by the caller", timestamp=0))
 
 
 class Batch:
@@ -35,21 +107,18 @@ class Batch:
         self.order = order
         self.gates = {call_id: asyncio.Event() for call_id in order}
         self.started = 0
-        self.running = 0
 
     async def wait_for_turn(self, call_id: str) -> None:
         self.started += 1
-        self.running += 1
         if self.started == len(self.order):
             self.gates[self.order[0]].set()
-        for _ in range(200):  # turns of the event loop, not time: enough for every sibling to start
+        for _ in range(GATE_TURNS):  # turns of the event loop, not time: enough for every sibling to start
             if self.gates[call_id].is_set():
                 return
             await asyncio.sleep(0)
-        # Nothing else is running: the loop awaits its tools one by one. Let this one finish.
+        # Nothing else ran: the loop awaits its tools one by one. Let this one finish.
 
     def finished(self, call_id: str) -> None:
-        self.running -= 1
         position = self.order.index(call_id)
         if position + 1 < len(self.order):
             self.gates[self.order[position + 1]].set()
@@ -59,81 +128,283 @@ async def _no_plan(arguments, context):
     raise AssertionError("the probe tool runs only inside run_plan")
 
 
+# Made once: checking a tool's schema costs more than a whole scripted run.
 PROBE = Tool(name="probe", description="does what the plan says", execute=_no_plan, parameters={
     "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"], "additionalProperties": False})
 
 
-def _answer(step: dict):
-    if step["stopReason"] == "model_raises":
-        def raising(request):
-            raise ConnectionError("model connection reset")
-        return raising
+def _answer(step: dict) -> dict:
     content = [text("let me see")] if step["text"] else []
     for call in step["calls"]:
         name = "nope" if call["does"] == "unknown_tool" else "probe"
         content.append(tool_call(call["id"], name, {"key": 7 if call["does"] == "bad_arguments" else call["id"]}))
-    error = "upstream failed" if step["stopReason"] in ("error", "aborted") else None
-    return assistant_message(content, step["stopReason"], error_message=error)
+    reason = step["stopReason"] if step["stopReason"] not in ("model_raises", "stream_fails") else "stop"
+    error = "upstream failed" if reason in ("error", "aborted") else None
+    return assistant_message(content, reason, error_message=error)
+
+
+async def _stream_cut(request):
+    raise ConnectionError("stream cut")
+
+
+class PlanModel:
+    """Answers request n with step n of the plan; keeps a deep copy of every request it receives."""
+
+    def __init__(self, plan: dict, state: dict) -> None:
+        self.plan, self.state = plan, state
+        self.requests: list = []
+        self.streams: list = []
+        cancel = plan.get("cancel") or {}
+        answers = []
+        for n, step in enumerate(plan["steps"], 1):
+            answer = _answer(step)
+            if step["stopReason"] == "stream_fails":
+                answers.append(_stream_cut)
+            elif cancel.get("during") == "streaming" and cancel.get("step") == n:
+                answers.append(self._holding(n, answer))
+            else:
+                answers.append(answer)
+        self.scripted = ScriptedModel(answers, record_requests=False)
+
+    def _holding(self, n: int, answer: dict):
+        async def hold(request):
+            self.state["modelHolding"] = n
+            for _ in range(HOLD_TURNS):
+                await asyncio.sleep(0)
+            self.state["modelHolding"] = None
+            return copy.deepcopy(answer)
+        return hold
+
+    def stream(self, request, *, signal=None):
+        index = len(self.requests)
+        try:  # the request as it is now (JSON round trip: a deep copy, in C)
+            self.requests.append(json.loads(json.dumps(request, ensure_ascii=False, allow_nan=False)))
+        except Exception:  # a loop may hand the model anything
+            self.requests.append(jsonable(request))
+        steps = self.plan["steps"]
+        if index < len(steps) and steps[index]["stopReason"] == "model_raises":
+            raise ConnectionError("model connection reset")
+        self.scripted.request_count = index
+        stream = self.scripted.stream(request, signal=signal)
+        self.streams.append(stream)
+        return stream
+
+    async def close(self) -> None:
+        """Finish the answers a run left unread (an observer raised mid-stream, the task was cancelled):
+        here, not when the garbage collector gets to them and the event loop starts a task to close them."""
+        for stream in self.streams:
+            try:
+                await stream._close_source()
+            except BaseException:  # noqa: BLE001 — a clean-up, whatever the loop left behind
+                pass
 
 
 async def run_plan(plan: dict, load) -> dict:
     loop = load("ch07_agent_loop")
     controller = AbortController()
+    state: dict = {"modelHolding": None}
     calls = {call["id"]: call for step in plan["steps"] for call in step["calls"]}
+    step_of = {call["id"]: n for n, step in enumerate(plan["steps"], 1) for call in step["calls"]}
     batches: dict[str, Batch] = {}
     for step in plan["steps"]:
         batch = Batch(step["finishOrder"])
         batches.update((call_id, batch) for call_id in step["finishOrder"])
+    executed: list[str] = []
+    holding: set[str] = set()
+    returned: set[str] = set()
+    late: list[tuple[str, object]] = []  # (call id, its progress callback) of the calls that asked to report late
 
-    async def behave(call_id: str, context, make_result):
-        batch = batches[call_id]
-        await batch.wait_for_turn(call_id)
+    def report_late() -> None:
+        for call_id, report in list(late):
+            if call_id in returned:
+                try:
+                    report([text(f"{call_id} late progress")])
+                except BaseException:  # whatever a broken loop does with it is in the events
+                    pass
+
+    async def hold(call_id: str, does: str, context) -> str:
+        holding.add(call_id)
         try:
-            for n in range(calls[call_id]["progress"]):
-                context.report_progress([text(f"{call_id} progress {n + 1}")])
-            does = calls[call_id]["does"]
-            if does == "raise":
-                raise RuntimeError(f"{call_id} failed")
-            if does == "raise_empty":
-                raise KeyError()
-            if does == "abort":
-                controller.abort()
-            if does == "not_json":
-                return make_result([text("ok"), {"type": "text", "text": {1, 2}}], False)
-            if does == "garbage":
-                return f"{call_id} done"
-            if does == "wrong_call":
-                return tool_result(tool_call("someone-else", "probe", {}), [text("not yours")])
-            return make_result([text(f"{call_id} done")], does == "report_error")
+            for _ in range(HOLD_TURNS):
+                if does == "watch":
+                    signal = getattr(context, "signal", None)
+                    if getattr(signal, "aborted", False):
+                        return f"{call_id} stopped: {signal.reason}"
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            if does == "ignore_cancel":
+                return f"{call_id} refused to be cancelled"
+            raise
         finally:
-            batch.finished(call_id)
+            holding.discard(call_id)
+        return f"{call_id} was not stopped"
+
+    async def behave(call_id: str, context, make_result, call: dict | None):
+        executed.append(call_id)
+        plan_call = calls[call_id]
+        for _ in range(plan_call["before"]):
+            context.report_progress([text(f"{call_id} starting")])
+        if plan_call["late"]:
+            late.append((call_id, context.report_progress))
+        does = plan_call["does"]
+        try:
+            if does in HOLDING:
+                return make_result([text(await hold(call_id, does, context))], False)
+            batch = batches[call_id]
+            await batch.wait_for_turn(call_id)
+            try:
+                for n in range(plan_call["during"]):
+                    context.report_progress([text(f"{call_id} progress {n + 1}")])
+                if does == "raise":
+                    raise RuntimeError(f"{call_id} failed")
+                if does == "raise_empty":
+                    raise KeyError()
+                if does == "abort":
+                    controller.abort(f"{call_id} stopped the run")
+                if does == "not_json":
+                    return make_result([text("ok"), {"type": "text", "text": {1, 2}}], False)
+                if does == "garbage":
+                    return f"{call_id} done"
+                if does == "wrong_call":
+                    siblings = [c["id"] for c in plan["steps"][step_of[call_id] - 1]["calls"] if c["id"] != call_id]
+                    return tool_result(tool_call((siblings or ["someone-else"])[0], "probe", {}), [text("not yours")])
+                if does == "wrong_tool":
+                    return tool_result(tool_call(call_id, "other", {}), [text("not mine")])
+                return make_result([text(f"{call_id} done")], does == "report_error")
+            finally:
+                batch.finished(call_id)
+        finally:
+            report_late()  # the calls that returned before this one: their callbacks are stale by now
+            returned.add(call_id)
 
     async def injected(call, context):
-        return await behave(call["id"], context, lambda content, is_error: tool_result(call, content, is_error=is_error))
+        return await behave(call["id"], context,
+                            lambda content, is_error: tool_result(call, content, is_error=is_error), call)
 
     async def probe(arguments, context):
-        return await behave(arguments["key"], context, lambda content, is_error: {"content": content, "isError": is_error})
+        return await behave(arguments["key"], context,
+                            lambda content, is_error: {"content": content, "isError": is_error}, None)
 
-    events_seen = 0
+    caller_messages = input_messages(plan["input"])
+    caller_expects = copy.deepcopy(caller_messages)  # what the caller's list must hold: only its own changes
+    context = {"systemPrompt": SYSTEM_PROMPT, "messages": caller_messages}
+    if plan["staleTools"]:
+        context["tools"] = copy.deepcopy(STALE_TOOLS)
+    context_keys = sorted(context)
+    events: list = []
+    seen: dict = {}
 
     def observe(event):
-        nonlocal events_seen
-        events_seen += 1
-        if events_seen == plan["abortAtEvent"]:
-            controller.abort()
+        events.append(event)
+        kind = event.get("type") if isinstance(event, dict) else None
+        seen[kind] = seen.get(kind, 0) + 1
+        here = [kind, seen[kind]]
+        if here == plan["mutateAt"]:
+            change_deeply(caller_messages)
+            change_deeply(caller_expects)
+        if here == plan["abortAt"]:
+            controller.abort(f"observer stopped the run at {kind} {seen[kind]}")
+        if here == plan["raiseAt"]:
+            raise RuntimeError(f"observer broke at {kind} {seen[kind]}")
 
     if plan["abortBeforeStart"]:
-        controller.abort()
+        controller.abort("stopped before the start")
     tool = copy.copy(PROBE)
     tool.execute = probe
-    run = await run_loop(
-        loop,
-        model=ScriptedModel([_answer(step) for step in plan["steps"]]),
-        context={"systemPrompt": "You are tiny-pi.", "messages": [{"role": "user", "content": "go", "timestamp": 0}]},
-        tools=Registry([tool] if plan["registry"] else []),
-        execute_tool_call=None if plan["registry"] else injected,
-        signal=controller.signal,
-        max_steps=plan["maxSteps"],
-        on_event=observe,
+    model = PlanModel(plan, state)
+    options = {"model": model, "context": context, "tools": Registry([tool] if plan["registry"] else []),
+               "signal": controller.signal}
+    if plan["executor"] == "injected":
+        options["execute_tool_call"] = injected
+    if plan["observer"] == "present":
+        options["on_event"] = observe
+    if plan["maxSteps"] is not None:
+        options["max_steps"] = plan["maxSteps"]
+
+    record: dict = {"kind": "ch07-plan-run", "inputMessages": copy.deepcopy(caller_messages),
+                    "systemPrompt": SYSTEM_PROMPT, "definitions": Registry([PROBE] if plan["registry"] else []).definitions(),
+                    "maxSteps": plan["maxSteps"] if plan["maxSteps"] is not None else 32,
+                    "loose": {c["id"]: "probe" for c in calls.values()
+                              if plan["executor"] == "injected" and c["does"] in LOOSE}}
+
+    async def run():
+        return await loop.run_agent_loop(loop.AgentLoopOptions(**options))
+
+    me = asyncio.current_task()
+    task = asyncio.create_task(run())
+    cancel = plan.get("cancel")
+    cancelled = False
+
+    def cancel_due() -> bool:
+        if cancel["during"] == "streaming":
+            return state["modelHolding"] == cancel["step"]
+        mine = [c for c in plan["steps"][cancel["step"] - 1]["calls"] if runs(plan, c)]
+        holders = [c["id"] for c in mine if c["does"] in HOLDING]
+        return bool(holders) and all(h in holding for h in holders) and all(
+            c["id"] in returned for c in mine if c["does"] not in HOLDING)
+
+    for _ in range(RUN_TURNS):  # turns of the event loop, never time
+        if task.done():
+            break
+        if cancel is not None and not cancelled and cancel_due():
+            task.cancel()
+            cancelled = True
+        await asyncio.sleep(0)
+
+    left = [t for t in asyncio.all_tasks() if t is not me and t is not task and not t.done()
+            and type(t.get_coro()).__name__ != "async_generator_athrow"]  # the event loop closing a dropped generator
+    if not task.done():
+        record.update(outcome="still running", transcript=None)
+        left.append(task)
+    else:
+        try:
+            result = task.result()
+        except BaseException as error:  # noqa: BLE001 — the record says what the loop raised, CancelledError too
+            try:
+                message = str(error)
+            except Exception:  # a student's exception may not even say what it is
+                message = "<str() of the exception failed>"
+            record.update(outcome="raised", raised=type(error).__name__, message=jsonable(message),
+                          transcript=getattr(error, "transcript", "<no transcript>"))
+        else:
+            record.update(outcome="returned", reason=jsonable(getattr(result, "reason", None)),
+                          steps=jsonable(getattr(result, "steps", None)), transcript=getattr(result, "messages", None))
+    record["tasksLeft"] = len(left)
+    for _ in range(3):  # clean up what a broken loop left running: cancel it and let it unwind
+        for t in left:
+            t.cancel()
+        for _ in range(50):
+            if all(t.done() for t in left):
+                break
+            await asyncio.sleep(0)
+    for t in left:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved: the event loop does not report it later
+
+    await model.close()
+    report_late()  # the tools' kept callbacks, after the run: nothing may reach the observer now
+    if plan["mutateAfter"]:
+        change_deeply(caller_messages)
+        change_deeply(caller_expects)
+    transcript = jsonable(record.pop("transcript"))
+    requests = [request if isinstance(request, dict) else jsonable(request) for request in model.requests]
+    if isinstance(transcript, list):  # a request that saw a prefix of the transcript is recorded as its length
+        for request in requests:
+            seen = request.get("messages")
+            if isinstance(seen, list) and len(seen) <= len(transcript) and seen == transcript[: len(seen)]:
+                request["messages"] = {"transcriptPrefix": len(seen)}
+    record.update(
+        transcript=transcript,
+        events=jsonable(events) if plan["observer"] == "present" else None,
+        requests=requests,
+        executions=sorted(executed),
+        callerMessagesAfter="as the caller left them" if jsonable(caller_messages) == jsonable(caller_expects)
+        else jsonable(caller_messages),
+        contextAfter="as the caller left it" if (sorted(context) == context_keys
+                                                 and context.get("systemPrompt") == SYSTEM_PROMPT
+                                                 and context.get("messages") is caller_messages
+                                                 and context.get("tools", STALE_TOOLS) == STALE_TOOLS)
+        else jsonable({key: value for key, value in context.items() if key != "messages"}),
+        inputMessages=jsonable(record["inputMessages"]),
     )
-    return run.record()
+    return record
