@@ -331,6 +331,7 @@ async def run_plan(plan: dict, load) -> dict:
         return await loop.run_agent_loop(loop.AgentLoopOptions(**options))
 
     me = asyncio.current_task()
+    already = asyncio.all_tasks()  # whoever runs this plan (another chapter's recorder) is not the run's to clean up
     task = asyncio.create_task(run())
     cancel = plan.get("cancel")
     cancelled = False
@@ -351,7 +352,7 @@ async def run_plan(plan: dict, load) -> dict:
             cancelled = True
         await asyncio.sleep(0)
 
-    left = [t for t in asyncio.all_tasks() if t is not me and t is not task and not t.done()
+    left = [t for t in asyncio.all_tasks() if t is not me and t is not task and t not in already and not t.done()
             and type(t.get_coro()).__name__ != "async_generator_athrow"]  # the event loop closing a dropped generator
     if not task.done():
         record.update(outcome="still running", transcript=None)
