@@ -12,7 +12,7 @@ from course.recorder.pytest_plugin import scenario_snapshot
 HARNESS_MODULE = "test_harness_cli"
 # Every module whose tests wait on child processes: each has `launch(tmp_path_factory)`, starting
 # them, which returns something with `stop()`.
-STARTS_EARLY = (HARNESS_MODULE, "test_hints", "test_watch")
+STARTS_EARLY = (HARNESS_MODULE, "test_hints", "test_watch", "test_grade_hostile")
 
 
 def pytest_configure(config):

@@ -56,7 +56,10 @@ def print_import_errors(run: ChapterRun) -> None:
 def print_failure(verdict: Verdict, implementation: str | None, chain: bool, chapter: Chapter, root: Path) -> None:
     pad = " " * 8
     if verdict.plan:
-        print(f"{pad}plan:     {verdict.plan}")
+        first, *rest = verdict.plan.splitlines()
+        print(f"{pad}plan:     {first}")
+        for line in rest:
+            print(f"{pad}          {line}")
     if verdict.divergence:
         d = verdict.divergence
         print(f"{pad}first divergence in {d['section']}, line {d['index']}:")
@@ -170,6 +173,10 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
                         chain=chain, on_verdict=on_verdict, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT)
     if not quiet and run.import_errors and not reported_imports:
         print_import_errors(run)
+    if not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
+                                                   and v.problem.startswith("no record") for v in run.verdicts):
+        print("the test process stopped before any scenario ran; its last words:")
+        print("\n".join("  " + line for line in run.output_tail.rstrip().splitlines()[-15:]))
     found = diagnosis(chapter, run, implementation, chain)
     if not quiet:
         summarize(chapter, run, implementation, found)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,11 +48,15 @@ def _snapshot_name(file: Path) -> tuple[str, int]:
     return name, index
 
 
+_parsing = threading.Lock()  # CPython 3.11's parser is not safe to run in two threads at once (grading does)
+
+
 def _docs(test_file: Path) -> dict[str, tuple[str | None, str | None]]:
     """`Class::test` (or `test`) -> (section, first docstring line), from the module's source."""
     found: dict[str, tuple[str | None, str | None]] = {}
     try:
-        tree = ast.parse(test_file.read_text(encoding="utf-8"))
+        with _parsing:
+            tree = ast.parse(test_file.read_text(encoding="utf-8"))
     except (OSError, SyntaxError):
         return found
 

@@ -154,6 +154,14 @@ def judge_plans(module: str, expected: Expected, plans: list[dict], wanted: list
             break
         got = render_record(records[index])
         verdict.renders.append(got)
+        record = records[index] if isinstance(records[index], dict) else {}
+        if record.get("kind") in ("timed out", "crashed"):  # the run itself did not finish
+            verdict.status = "timeout" if record["kind"] == "timed out" else "error"
+            verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(module, plan)
+            verdict.problem = str(record.get("message")) if record["kind"] == "timed out" else \
+                f"{record.get('raised')}: {record.get('message')}"
+            verdict.where = record.get("where") if isinstance(record.get("where"), str) else None
+            break
         if got != wanted[index]:
             verdict.status = "failed"
             verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(module, plan)
@@ -215,7 +223,8 @@ def recorder_command(chapter: Chapter, implementation: str | None, *, chain: boo
                      forbid: list[str] = (), deselect: list[str] = (), timeout: float = SCENARIO_TIMEOUT,
                      extra: list[str] = (), python: str = sys.executable) -> list[str]:
     command = [python, "-m", "pytest", chapter.test_file, f"--course-record={record}", f"--course-plans={plans}",
-               "-p", "no:cacheprovider", "-p", "no:syrupy", "-q", "--tb=no", "--no-header",
+               # No warnings plugin: the suite's filterwarnings=error is the project's rule, not the chapter's.
+               "-p", "no:cacheprovider", "-p", "no:syrupy", "-p", "no:warnings", "-q", "--tb=no", "--no-header",
                f"--timeout={timeout:g}", "--timeout-method=signal"]
     if implementation:
         command.append(f"--impl={implementation}")

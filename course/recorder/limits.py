@@ -23,20 +23,27 @@ class PlanTimedOut(BaseException):
     """A plan ran past its time limit."""
 
 
+class Limit:
+    """What a time limit saw: `fired` counts its interruptions (0: the block ended in time)."""
+
+    def __init__(self) -> None:
+        self.fired = 0
+
+
 @contextmanager
-def time_limit(seconds: float, what: str) -> Iterator[None]:
+def time_limit(seconds: float, what: str) -> Iterator[Limit]:
+    """Interrupt the block after `seconds`. Whatever the block caught, `limit.fired` tells afterwards."""
+    limit = Limit()
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
+        yield limit
         return
     previous_handler = signal.getsignal(signal.SIGALRM)
     previous_left, _ = signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's own alarm, if set
     started = time.monotonic()
-    fired = 0
 
     def on_alarm(signum, frame):
-        nonlocal fired
-        fired += 1
-        if fired > SWALLOWED_BEFORE_EXIT:
+        limit.fired += 1
+        if limit.fired > SWALLOWED_BEFORE_EXIT:
             sys.stderr.write(f"\n{what} ran past its limit of {seconds:g} s and swallowed every interruption: "
                              "ending the test process\n")
             sys.stderr.flush()
@@ -47,7 +54,7 @@ def time_limit(seconds: float, what: str) -> Iterator[None]:
     first = seconds if not previous_left else min(seconds, previous_left)
     signal.setitimer(signal.ITIMER_REAL, first, 1.0)  # then again every second, while it is swallowed
     try:
-        yield
+        yield limit
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous_handler)

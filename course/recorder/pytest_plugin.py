@@ -150,22 +150,29 @@ class Recording:
         name = self.scenario(item)
         plans = ((self.plans or {}).get("sections") or {}).get(section, [])
         runner = scenarios.for_chapter(module).run_plan
-        loop = asyncio.Runner()
+        limit = min(PLAN_TIMEOUT, item.config.getoption("timeout", None) or PLAN_TIMEOUT)
+        loop, record = asyncio.Runner(), None
         for index, plan in enumerate(plans):
             self.write({"scenario": name, "plan": index, "event": "start"})
             with use_clock(StepClock()):
+                stopped = None
                 try:
-                    with time_limit(PLAN_TIMEOUT, f"plan {index + 1}"):
+                    with time_limit(limit, f"plan {index + 1}") as watch:
                         record = loop.run(runner(plan, impl.load_checkpoint))
-                except PlanTimedOut as stopped:  # this plan is a timeout; the section's other plans still run
-                    record = {"kind": "timed out", "message": str(stopped), "where": _where(stopped, self.implementation)}
-                    loop.close()
-                    loop = asyncio.Runner()
+                except PlanTimedOut as error:
+                    stopped = error
                 except Exception as error:  # the plan's runner failed on this implementation: that is its record
                     record = {"kind": "crashed", "raised": type(error).__name__, "message": str(error)[:500],
                               "where": _where(error, self.implementation)}
+                if stopped is not None or watch.fired:  # (even if something caught the interruption)
+                    # The section fails on this plan; the others would spin as long.
+                    record = {"kind": "timed out", "message": f"plan {index + 1} did not finish within {limit:g} s",
+                              "where": _where(stopped, self.implementation) if stopped else None}
+                    self.write({"scenario": name, "plan": index, "record": record})
+                    break
             self.write({"scenario": name, "plan": index, "record": record})
-        loop.close()
+        if not plans or "timed out" != (record or {}).get("kind"):
+            loop.close()  # (after a time limit, never: closing would run the spinning task again)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """A module that does not import is reported once, before any scenario, with file and line."""

@@ -220,7 +220,7 @@ MUTANTS = [
            '"stop": ("Tool call was not executed because the model response was truncated.", "error"),'),
     Mutant("exc-transcript-without-finished-results", "取消与上限",
            "exc.transcript keeps the results of the batch's tools that had finished when the run was cut short",
-           'exc.transcript = messages + getattr(exc, "finished_results", [])',
+           'keep_transcript(exc, messages)',
            'exc.transcript = messages'),
     Mutant("cancellation-swallowed", "取消与上限",
            "cancelling the task running the loop must raise CancelledError to the caller, not end the run aborted",

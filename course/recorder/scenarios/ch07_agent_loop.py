@@ -36,6 +36,7 @@ import asyncio
 import copy
 import json
 
+from course.recorder.limits import PlanTimedOut
 from course.recorder.record import jsonable
 from course.runtime.abort import AbortController
 from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
@@ -361,6 +362,8 @@ async def run_plan(plan: dict, load) -> dict:
         try:
             result = task.result()
         except BaseException as error:  # noqa: BLE001 — the record says what the loop raised, CancelledError too
+            if isinstance(error, PlanTimedOut):
+                raise  # the plan's time limit, not the loop's doing
             try:
                 message = str(error)
             except Exception:  # a student's exception may not even say what it is
