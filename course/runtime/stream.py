@@ -119,6 +119,7 @@ class AssistantMessageEventStream:
         # Closed here, once the answer is complete, rather than by the garbage collector: an async
         # generator left suspended costs a thread-safe callback and a clean-up task when collected.
         close = getattr(self._source, "aclose", None)
+        self._source = None  # closed once, even if the answer's last step fails after it
         if close is None:
             return
         try:
@@ -190,30 +191,49 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
         return failed
     if type(stream) is AssistantMessageEventStream:
         return stream  # checks every event itself (push) and never raises: no second layer needed
-    return AssistantMessageEventStream(_checked_events(stream))
+    return _ForeignStream(stream)
 
 
-async def _checked_events(stream: object) -> AsyncIterator[ModelEvent]:
-    """Any other object that claims to be a stream: its `result()` is the answer, whatever it yielded.
+class _ForeignStream(AssistantMessageEventStream):
+    """Any other object that claims to be a stream, read through one layer: its `result()` is the answer.
 
-    What this yields goes through `push`, which checks each event and the final message.
+    Each event it yields goes through `push`, which checks it and the final message. Its iterator is
+    closed as soon as the answer is complete (the final event, the end, a failure, or a non-event),
+    never left suspended for the garbage collector.
     """
-    try:
-        terminal = None
-        async for event in stream:
-            if isinstance(event, dict) and event.get("type") in ("done", "error"):
-                terminal = event
-                break
-            yield event
-        message = await stream.result()
-    except Exception as exc:
-        yield stream_failed(str(exc) or type(exc).__name__)
-        return
-    if terminal is not None and (terminal.get("message") or terminal.get("error")) is message:
-        yield terminal
-        return
-    reason = message.get("stopReason") if isinstance(message, dict) else None
-    if reason in ("error", "aborted"):
-        yield {"type": "error", "reason": reason, "error": message}
-    else:
-        yield {"type": "done", "reason": reason, "message": message}
+
+    def __init__(self, stream: object) -> None:
+        super().__init__()
+        self._stream = stream
+        self._events: AsyncIterator[ModelEvent] | None = None
+
+    async def _next_event_arrives(self) -> None:
+        try:
+            if self._events is None:
+                if not hasattr(type(self._stream), "__aiter__"):
+                    raise TypeError(f"'async for' requires an object with __aiter__ method, "
+                                    f"got {type(self._stream).__name__}")
+                self._events = self._source = self._stream.__aiter__()
+            try:
+                event = await self._events.__anext__()
+            except StopAsyncIteration:
+                event = None
+            if event is not None and not (isinstance(event, dict) and event.get("type") in ("done", "error")):
+                self.push(event)  # ends the stream itself if `event` is not a model event
+                if self._final is not None:
+                    await self._close_source()
+                return
+            await self._close_source()
+            message = await self._stream.result()
+        except Exception as exc:
+            await self._close_source()
+            self.push(stream_failed(str(exc) or type(exc).__name__))
+            return
+        if event is not None and (event.get("message") or event.get("error")) is message:
+            self.push(event)
+            return
+        reason = message.get("stopReason") if isinstance(message, dict) else None
+        if reason in ("error", "aborted"):
+            self.push({"type": "error", "reason": reason, "error": message})
+        else:
+            self.push({"type": "done", "reason": reason, "message": message})
