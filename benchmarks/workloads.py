@@ -11,7 +11,7 @@ import gc
 import statistics
 import time
 import tracemalloc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from checkpoints.ch07_agent_loop import AgentLoopOptions, run_agent_loop
 from course.runtime.messages import Message, assistant_message, text, tool_call, user_message
@@ -61,7 +61,7 @@ class LoopRun:
     """How many times the no-op tool ran."""
     events: int
     """How many LoopEvents the observer received."""
-    transcript: list[Message]
+    transcript: list[Message] = field(repr=False)  # asyncio.run() formats its result's repr
     """The run's messages: the prompt, then an assistant message and a tool result per tool step, then the stop."""
 
 
