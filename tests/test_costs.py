@@ -127,3 +127,38 @@ def test_the_compiled_check_and_jsonschema_agree_on_every_generated_schema_and_p
     from validation_verdicts import compiled_and_jsonschema_agree
 
     compiled_and_jsonschema_agree()
+
+
+# --- JSON text: the same text and the same errors as the encoder, without building it per call ---
+
+def _cycle():
+    items = []
+    items.append(items)
+    return items
+
+
+def _nested(depth):
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+ENCODED = [{"a": [1, 2.5, None, True, "é"]}, {1: 2}, (1, 2), "s", 2**100, {"x": {1, 2}}, float("nan"),
+           float("-inf"), {(1,): 2}, _cycle(), _nested(5000), {"b": {"c": [_cycle()]}}]
+
+
+@pytest.mark.parametrize("value", ENCODED, ids=range(len(ENCODED)))
+@pytest.mark.parametrize("settings", [{"allow_nan": False}, {"ensure_ascii": False, "separators": (",", ":")}])
+def test_an_encoding_function_answers_as_its_encoder_does(value, settings):
+    import json
+    from course.runtime.messages import encoding_function
+
+    def outcome(encode):
+        try:
+            return encode(value)
+        except (TypeError, ValueError, RecursionError) as error:
+            return type(error), str(error)
+
+    encoder = json.JSONEncoder(**settings)
+    assert outcome(encoding_function(encoder)) == outcome(encoder.encode)

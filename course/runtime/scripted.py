@@ -10,14 +10,14 @@ from typing import Union
 
 from course.runtime.abort import AbortSignal
 from course.runtime.clock import now
-from course.runtime.messages import AssistantMessage
+from course.runtime.messages import AssistantMessage, encoding_function
 from course.runtime.stream import AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
 
 Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
 
 
 # The streamed arguments' text, as a provider sends it; one encoder built once, not one per call.
-compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+compact_json = encoding_function(json.JSONEncoder(ensure_ascii=False, separators=(",", ":")))
 
 
 class ScriptedModel:
