@@ -52,11 +52,11 @@ class ScriptedModel:
         response = self.responses[index]
         if callable(response):
             response = response(request)  # read-only: it is the loop's own list
-            if inspect.isawaitable(response):
+            if type(response) is not dict and inspect.isawaitable(response):
                 response = await response
             # Built for this request: a shallow copy keeps the stamp off the function's object, and a deep
             # copy per step would be most of a benchmark step's cost.
-            message: AssistantMessage = copy.copy(response)
+            message: AssistantMessage = response.copy() if type(response) is dict else copy.copy(response)
         else:
             message = copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own
         message["timestamp"] = now()
