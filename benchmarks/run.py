@@ -52,6 +52,8 @@ class BenchmarkOptions:
     """The S at which the loop's per-step time must be within TARGET_FLOOR_RATIO of the floor's."""
     batch: int = 1000
     """N: the tool calls of the concurrent batch, all in one assistant message."""
+    validation_calls: int = 2000
+    """Calls per timing of each argument validator (the best of 5 timings is shown)."""
     feedback: bool = True
     """Time `pytest -k ch07` and the whole suite as subprocesses."""
     markdown: bool = False
@@ -120,7 +122,7 @@ def measure(options: BenchmarkOptions) -> Results:
         for name, elapsed in runs.items():
             timed[name].append(StepTiming(tool_steps, elapsed))
     progress("argument validation")
-    validators = time_validators()
+    validators = time_validators(options.validation_calls)
     progress(f"tiny-pi: batch of {options.batch} calls x {options.repeat}")
     batch = [time_batch(options.batch) for _ in range(options.repeat)]
     progress(f"tiny-pi: peak memory at {', '.join(map(str, sizes[-2:]))} steps")
@@ -296,7 +298,8 @@ def render(results: Results, command: str) -> str:
     if results.validators:
         sections.append(section(
             "Argument validation",
-            "One call's arguments checked against a tool's schema, per call (best of 5 x 2,000 calls): the "
+            "One call's arguments checked against a tool's schema, per call "
+            f"(best of 5 x {options.validation_calls:,} calls): the "
             "benchmark's no-argument schema with `{}`, the chapter's `read` schema with a path and an offset. "
             "\"same messages\": whether the validator's own messages for the chapter's invalid-arguments scenarios "
             "are jsonschema's, word for word (the messages students see). course.runtime.validation is what the "

@@ -96,7 +96,8 @@ def test_a_peer_over_its_budget_is_stopped_and_later_sizes_skipped():
 
 
 def test_report_has_every_section_for_the_sizes_asked_for():
-    results = measure(BenchmarkOptions(sizes=[4, 2], repeat=1, peers=[], batch=3, feedback=False, markdown=True))
+    results = measure(BenchmarkOptions(sizes=[4, 2], repeat=1, peers=[], batch=3, validation_calls=5,
+                                        feedback=False, markdown=True))
     assert [s.tool_steps for s in results.steps] == [2, 4]
     results.peers = [PeerReport("fake", None, problem="not installed (pip install -e '.[bench]' adds fake)"),
                      PeerReport("other", "other 1.0", [PeerSize(2, Elapsed(1.0, 1.0)), PeerSize(4, None, "skipped: x")])]

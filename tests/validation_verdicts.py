@@ -45,7 +45,7 @@ def schema_with(inner):
 SCHEMAS = st.recursive(st.booleans() | st.fixed_dictionaries({}, optional=LEAF_KEYWORDS), schema_with, max_leaves=6)
 
 
-def compiled_and_jsonschema_agree(max_examples: int = 150) -> None:
+def compiled_and_jsonschema_agree(max_examples: int = 100) -> None:
     @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None)
     @given(schema=SCHEMAS, instances=st.lists(JSON, min_size=1, max_size=5))
     def agree(schema, instances):
