@@ -1,4 +1,5 @@
-"""The same workload on other agent runtimes, when installed (`pip install -e '.[bench]'`).
+"""The same workload on other agent runtimes, when installed (`pip install -e '.[bench]'`):
+pydantic-ai, openai-agents, LangGraph (`create_react_agent`) and smolagents (`ToolCallingAgent`).
 
 Each peer gets an offline scripted model that answers S times with one call of a no-op tool and
 then with a final text, exactly like tiny-pi's workload. A peer's whole run has a time budget, so
@@ -89,6 +90,78 @@ async def openai_agents_run(tool_steps: int, progress: Progress) -> None:
     progress.output = result.final_output
 
 
+async def langgraph_run(tool_steps: int, progress: Progress) -> None:
+    import warnings
+
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    with warnings.catch_warnings():  # create_react_agent is deprecated in favour of langchain's create_agent
+        warnings.simplefilter("ignore")
+        from langgraph.prebuilt import create_react_agent
+
+    @tool
+    async def noop() -> str:
+        """Does nothing and says ok."""
+        progress.executions += 1
+        return "ok"
+
+    def answers():
+        for n in range(1, tool_steps + 1):
+            progress.requests += 1
+            yield AIMessage(content="", tool_calls=[{"name": "noop", "args": {}, "id": f"call-{n}"}])
+        progress.requests += 1
+        yield AIMessage(content="done")
+
+    class ScriptedChatModel(GenericFakeChatModel):
+        def bind_tools(self, tools, **kwargs):
+            return self  # the script decides the calls
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(ScriptedChatModel(messages=answers()), [noop], prompt="You are a benchmark.")
+    # Each step is two graph steps (the model, then the tools).
+    result = await agent.ainvoke({"messages": [("user", "go")]}, {"recursion_limit": 2 * tool_steps + 5})
+    progress.output = result["messages"][-1].content
+
+
+async def smolagents_run(tool_steps: int, progress: Progress) -> None:
+    """smolagents runs synchronously: in a thread, stopped through its model when the budget runs out."""
+    import threading
+
+    from smolagents import ToolCallingAgent, tool
+    from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction, Model
+    from smolagents.monitoring import LogLevel
+
+    stop = threading.Event()
+
+    @tool
+    def noop() -> str:
+        """Does nothing and says ok."""
+        progress.executions += 1
+        return "ok"
+
+    class ScriptedModel(Model):
+        def generate(self, messages, stop_sequences=None, response_format=None, tools_to_call_from=None, **kwargs):
+            if stop.is_set():
+                raise RuntimeError("stopped at its budget")
+            progress.requests += 1
+            n = progress.requests
+            name, arguments = ("noop", {}) if n <= tool_steps else ("final_answer", {"answer": "done"})
+            return ChatMessage(role="assistant", content=None, tool_calls=[ChatMessageToolCall(
+                id=f"call-{n}", type="function", function=ChatMessageToolCallFunction(name=name, arguments=arguments))])
+
+    def run() -> None:
+        agent = ToolCallingAgent(tools=[noop], model=ScriptedModel(), max_steps=tool_steps + 1,
+                                 verbosity_level=LogLevel.OFF)
+        progress.output = agent.run("go")
+
+    try:
+        await asyncio.to_thread(run)
+    finally:
+        stop.set()
+
+
 @dataclass
 class Peer:
     name: str
@@ -102,6 +175,8 @@ class Peer:
 PEERS = [
     Peer("pydantic-ai", ("pydantic-ai-slim", "pydantic-ai"), pydantic_ai_run),
     Peer("openai-agents", ("openai-agents",), openai_agents_run),
+    Peer("langgraph", ("langgraph",), langgraph_run),
+    Peer("smolagents", ("smolagents",), smolagents_run),
 ]
 
 

@@ -1,8 +1,10 @@
 """`python -m benchmarks`: the loop's overhead, against other runtimes, in one report.
 
-Measures, in one process run: the chapter 07 loop's overhead per step as the transcript grows,
-the same workload on pydantic-ai and openai-agents when installed, a concurrent batch of tool
-calls against a bare asyncio.gather, peak memory, and the chapter tests' feedback time.
+Measures, in one process run: the chapter 07 loop's overhead per step as the transcript grows, on
+the course's scripted model and on a model whose stream is a plain async generator, each against
+the floor (a bare asyncio loop of the same shape, timed beside it); the same workload on other agent
+runtimes when installed; argument validation with each validator installed; a concurrent batch of
+tool calls against a bare asyncio.gather; peak memory; and the chapter tests' feedback time.
 `--markdown` prints the tables that docs/benchmarks.md holds.
 """
 
@@ -18,12 +20,16 @@ from pathlib import Path
 
 from benchmarks.feedback import PytestRun, time_pytest
 from benchmarks.peers import PEERS, PeerReport, measure_peer
-from benchmarks.workloads import BatchRun, Elapsed, median, peak_memory, time_batch, time_steps
+from benchmarks.validation import ValidatorTiming, time_validators
+from benchmarks.workloads import BatchRun, Elapsed, median, peak_memory, time_batch, time_floor, time_steps
 
-TARGET_FLATNESS = 1.5
+TARGET_FLOOR_RATIO = 6.0
+TARGET_FLATNESS = 1.2
 TARGET_PER_STEP = 100e-6
 TARGET_PEER_RATIO = 0.01
-TARGET_BATCH_RATIO = 3.0
+TARGET_BATCH_RATIO = 2.0
+WORKLOADS = ("scripted", "plain-stream")
+"""The loop's two models: the course's ScriptedModel, and a stream of another class (a plain async generator)."""
 TARGET_CHAPTER_SECONDS = 1.5
 TARGET_SUITE_SECONDS = 20.0
 
@@ -42,8 +48,12 @@ class BenchmarkOptions:
     """Seconds each peer may spend on all its sizes together."""
     compare_at: int = 400
     """The S at which tiny-pi must be 100x faster per step than each peer."""
+    floor_at: int = 1600
+    """The S at which the loop's per-step time must be within TARGET_FLOOR_RATIO of the floor's."""
     batch: int = 1000
     """N: the tool calls of the concurrent batch, all in one assistant message."""
+    validation_calls: int = 2000
+    """Calls per timing of each argument validator (the best of 5 timings is shown)."""
     feedback: bool = True
     """Time `pytest -k ch07` and the whole suite as subprocesses."""
     markdown: bool = False
@@ -72,7 +82,13 @@ class Results:
     options: BenchmarkOptions
     """What was asked for."""
     steps: list[StepTiming]
-    """tiny-pi's loop overhead, one entry per S, smallest first."""
+    """tiny-pi's loop overhead on the scripted model, one entry per S, smallest first."""
+    plain_stream: list[StepTiming]
+    """The same on a model whose stream is a plain async generator."""
+    floor: list[StepTiming]
+    """The floor at each S: a bare asyncio loop of the same shape."""
+    validators: list[ValidatorTiming]
+    """Argument validation per call, with each validator installed."""
     batch: list[BatchRun]
     """The concurrent batch, one entry per repetition."""
     memory: dict[int, int]
@@ -92,11 +108,21 @@ def progress(message: str) -> None:
 def measure(options: BenchmarkOptions) -> Results:
     load_before = os.getloadavg()[0]
     sizes = sorted(set(options.sizes))
-    time_steps(sizes[0])  # warm-up: imports, the validator's first use, untimed
-    steps = []
+    for model in WORKLOADS:  # warm-up: imports, the validator's first use, untimed
+        time_steps(sizes[0], model)
+    time_floor(sizes[0])
+    timed: dict[str, list[StepTiming]] = {name: [] for name in ("floor", *WORKLOADS)}
     for tool_steps in sizes:
-        progress(f"tiny-pi: {tool_steps} steps x {options.repeat}")
-        steps.append(StepTiming(tool_steps, [time_steps(tool_steps).elapsed for _ in range(options.repeat)]))
+        progress(f"tiny-pi and the floor: {tool_steps} steps x {options.repeat}")
+        runs: dict[str, list[Elapsed]] = {name: [] for name in timed}
+        for _ in range(options.repeat):  # interleaved, so that a change in the machine's load hits all three
+            runs["floor"].append(time_floor(tool_steps))
+            for model in WORKLOADS:
+                runs[model].append(time_steps(tool_steps, model).elapsed)
+        for name, elapsed in runs.items():
+            timed[name].append(StepTiming(tool_steps, elapsed))
+    progress("argument validation")
+    validators = time_validators(options.validation_calls)
     progress(f"tiny-pi: batch of {options.batch} calls x {options.repeat}")
     batch = [time_batch(options.batch) for _ in range(options.repeat)]
     progress(f"tiny-pi: peak memory at {', '.join(map(str, sizes[-2:]))} steps")
@@ -113,7 +139,8 @@ def measure(options: BenchmarkOptions) -> Results:
         for args in (["-k", "ch07"], []):
             progress(f"python -m pytest {' '.join(args)} x {options.repeat}")
             feedback.append(time_pytest(args, options.repeat))
-    return Results(options, steps, batch, memory, peers, feedback, (load_before, os.getloadavg()[0]))
+    return Results(options, timed["scripted"], timed["plain-stream"], timed["floor"], validators, batch, memory,
+                   peers, feedback, (load_before, os.getloadavg()[0]))
 
 
 # ---- the report ----
@@ -159,7 +186,7 @@ def verdict(met: bool | None) -> str:
 
 def versions(results: Results) -> str:
     found = []
-    for name in ["tiny-pi-course", "jsonschema", "pytest"]:
+    for name in ["tiny-pi-course", "jsonschema", "jsonschema-rs", "fastjsonschema", "pytest"]:
         try:
             found.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
@@ -183,16 +210,35 @@ def peer_per_step(report: PeerReport, tool_steps: int) -> Elapsed | None:
     return None
 
 
+def workload_timings(results: Results) -> dict[str, list[StepTiming]]:
+    return {"scripted": results.steps, "plain-stream": results.plain_stream}
+
+
+def at_size(timings: list[StepTiming], tool_steps: int) -> StepTiming | None:
+    return next((timing for timing in timings if timing.tool_steps == tool_steps), None)
+
+
 def targets(results: Results) -> list[list[str]]:
-    """One row per target of the issue: what, the target, the figure by wall and by CPU time, met (by wall)."""
-    first, last = results.steps[0].per_step, results.steps[-1].per_step
-    s_first, s_last = results.steps[0].tool_steps, results.steps[-1].tool_steps
-    rows = [
-        [f"per step at S={s_last:,} / at S={s_first:,}", f"≤ {TARGET_FLATNESS}", f"{last.wall / first.wall:.2f}",
-         f"{last.cpu / first.cpu:.2f}", verdict(last.wall / first.wall <= TARGET_FLATNESS)],
-        [f"per step at S={s_last:,}", f"< {duration(TARGET_PER_STEP)}", duration(last.wall), duration(last.cpu),
-         verdict(last.wall < TARGET_PER_STEP)],
-    ]
+    """One row per target: what, the target, the figure by wall and by CPU time, met (by wall)."""
+    rows = []
+    at = results.options.floor_at
+    floor = at_size(results.floor, at)
+    for model, timings in workload_timings(results).items():
+        ours = at_size(timings, at)
+        what = f"{model}: per step at S={at:,} / the floor's"
+        if ours is None or floor is None:
+            rows.append([what, f"≤ {TARGET_FLOOR_RATIO}", f"S={at:,} not measured", "", verdict(None)])
+            continue
+        wall, cpu = ours.per_step.wall / floor.per_step.wall, ours.per_step.cpu / floor.per_step.cpu
+        rows.append([what, f"≤ {TARGET_FLOOR_RATIO}", f"{wall:.2f}", f"{cpu:.2f}", verdict(wall <= TARGET_FLOOR_RATIO)])
+    for model, timings in workload_timings(results).items():
+        first, last = timings[0].per_step, timings[-1].per_step
+        rows.append([f"{model}: per step at S={timings[-1].tool_steps:,} / at S={timings[0].tool_steps:,}",
+                     f"≤ {TARGET_FLATNESS}", f"{last.wall / first.wall:.2f}", f"{last.cpu / first.cpu:.2f}",
+                     verdict(last.wall / first.wall <= TARGET_FLATNESS)])
+    last = results.steps[-1].per_step
+    rows.append([f"scripted: per step at S={results.steps[-1].tool_steps:,}", f"< {duration(TARGET_PER_STEP)}",
+                 duration(last.wall), duration(last.cpu), verdict(last.wall < TARGET_PER_STEP)])
     at = results.options.compare_at
     ours = next((s.per_step for s in results.steps if s.tool_steps == at), None)
     for report in results.peers:
@@ -228,15 +274,38 @@ def render(results: Results, command: str) -> str:
         "code costs without the waiting for a core that a loaded machine adds.",
         table(["what", "target", "wall", "CPU", "met"], targets(results), md), md))
 
-    base = results.steps[0].per_step
-    rows = [[f"{s.tool_steps:,}", duration(s.total.wall), duration(s.per_step.wall), duration(s.per_step.cpu),
-             f"{s.per_step.wall / base.wall:.2f}", f"{s.per_step.cpu / base.cpu:.2f}"] for s in results.steps]
+    rows = []
+    for index, floor in enumerate(results.floor):
+        rows.append([f"{floor.tool_steps:,}", "floor", duration(floor.total.wall), duration(floor.per_step.wall),
+                     duration(floor.per_step.cpu), "1", "1",
+                     f"{floor.per_step.wall / results.floor[0].per_step.wall:.2f}"])
+        for model, timings in workload_timings(results).items():
+            timing, first = timings[index], timings[0]
+            rows.append([f"{timing.tool_steps:,}", model, duration(timing.total.wall), duration(timing.per_step.wall),
+                         duration(timing.per_step.cpu), f"{timing.per_step.wall / floor.per_step.wall:.2f}",
+                         f"{timing.per_step.cpu / floor.per_step.cpu:.2f}",
+                         f"{timing.per_step.wall / first.per_step.wall:.2f}"])
     sections.append(section(
         "Loop overhead",
-        f"S steps of one no-op tool call each, then a final stop, on the scripted model (requests not recorded), "
-        f"an observer counting the events; median of {options.repeat} runs.",
-        table(["S", "total", "per step", "per step (CPU)", f"vs S={results.steps[0].tool_steps:,}",
-               f"vs S={results.steps[0].tool_steps:,} (CPU)"], rows, md), md))
+        "S steps of one no-op tool call each, then a final stop, an observer counting the events: on the "
+        "course's scripted model (requests not recorded), and on a model whose stream is another class, a plain "
+        "async generator and `result()` (plain-stream). The floor is a bare asyncio loop of the same shape in the "
+        "same process: per step it reads one async generator of four events to its end, awaits one tool "
+        f"coroutine and appends two dicts. Median of {options.repeat} runs, the three interleaved.",
+        table(["S", "workload", "total", "per step", "per step (CPU)", "/ floor", "/ floor (CPU)",
+               f"vs S={results.floor[0].tool_steps:,}"], rows, md), md))
+
+    if results.validators:
+        sections.append(section(
+            "Argument validation",
+            "One call's arguments checked against a tool's schema, per call "
+            f"(best of 5 x {options.validation_calls:,} calls): the "
+            "benchmark's no-argument schema with `{}`, the chapter's `read` schema with a path and an offset. "
+            "\"same messages\": whether the validator's own messages for the chapter's invalid-arguments scenarios "
+            "are jsonschema's, word for word (the messages students see). course.runtime.validation is what the "
+            "loop uses: jsonschema-rs decides valid arguments, jsonschema gives every message.",
+            table(["validator", "no arguments", "read", "same messages"],
+                  [[v.name, duration(v.empty), duration(v.read), v.same_messages] for v in results.validators], md), md))
 
     if results.peers:
         headers = ["S", "tiny-pi per step"]
@@ -334,11 +403,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=positive(int), default=defaults.repeat, metavar="N",
                         help="repetitions of each tiny-pi measurement; medians are shown (default: 3)")
     parser.add_argument("--peers", type=peers_list, default=defaults.peers, metavar="NAME,...",
-                        help="runtimes to compare with, or 'none' (default: pydantic-ai,openai-agents)")
+                        help=f"runtimes to compare with, or 'none' (default: {','.join(defaults.peers)})")
     parser.add_argument("--peer-budget", type=positive(float), default=defaults.peer_budget, metavar="SECONDS",
                         help="time each peer may spend on all sizes (default: 60)")
     parser.add_argument("--compare-at", type=positive(int), default=defaults.compare_at, metavar="S",
                         help="the size whose ratio to each peer is a target (default: 400)")
+    parser.add_argument("--floor-at", type=positive(int), default=defaults.floor_at, metavar="S",
+                        help="the size whose ratio to the floor is a target (default: 1600)")
     parser.add_argument("--batch", type=positive(int), default=defaults.batch, metavar="N",
                         help="tool calls in the concurrent batch (default: 1000)")
     parser.add_argument("--no-feedback", dest="feedback", action="store_false",
@@ -351,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     options = BenchmarkOptions(sizes=args.sizes, repeat=args.repeat, peers=args.peers, peer_budget=args.peer_budget,
-                               compare_at=args.compare_at, batch=args.batch, feedback=args.feedback,
+                               compare_at=args.compare_at, floor_at=args.floor_at, batch=args.batch, feedback=args.feedback,
                                markdown=args.markdown)
     print(render(measure(options), " ".join(["python -m benchmarks", *argv])), end="")
     return 0

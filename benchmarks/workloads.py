@@ -11,10 +11,10 @@ import gc
 import statistics
 import time
 import tracemalloc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from checkpoints.ch07_agent_loop import AgentLoopOptions, run_agent_loop
-from course.runtime.messages import Message, assistant_message, text, tool_call, user_message
+from course.runtime.messages import AssistantMessage, Message, assistant_message, text, tool_call, user_message
 from course.runtime.scripted import ScriptedModel
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
@@ -61,7 +61,7 @@ class LoopRun:
     """How many times the no-op tool ran."""
     events: int
     """How many LoopEvents the observer received."""
-    transcript: list[Message]
+    transcript: list[Message] = field(repr=False)  # asyncio.run() formats its result's repr
     """The run's messages: the prompt, then an assistant message and a tool result per tool step, then the stop."""
 
 
@@ -87,7 +87,48 @@ def step_script(tool_steps: int) -> ScriptedModel:
     return ScriptedModel([answer] * (tool_steps + 1), record_requests=False)
 
 
-async def run_steps(tool_steps: int) -> LoopRun:
+class PlainStream:
+    """A provider's own stream, not the course's class: a plain async generator of the answer's events,
+    and `result()`, the final message (what `guard_stream` reads through one layer of its own)."""
+
+    def __init__(self, message: AssistantMessage) -> None:
+        self._message = message
+
+    async def __aiter__(self):
+        message = self._message
+        yield {"type": "start"}
+        for index, block in enumerate(message["content"]):
+            if block["type"] == "toolCall":
+                yield {"type": "toolcall_delta", "contentIndex": index, "delta": "{}"}
+                yield {"type": "toolcall_end", "contentIndex": index, "toolCall": block}
+            else:
+                yield {"type": "text_delta", "contentIndex": index, "delta": block["text"]}
+        yield {"type": "done", "reason": message["stopReason"], "message": message}
+
+    async def result(self) -> AssistantMessage:
+        return self._message
+
+
+class PlainStreamModel:
+    """The scripted workload's answers, each streamed as a PlainStream: any provider that does not use
+    the course's stream class."""
+
+    def __init__(self, tool_steps: int) -> None:
+        self._tool_steps = tool_steps
+        self._answered = 0
+
+    def stream(self, request, *, signal=None) -> PlainStream:
+        self._answered += 1
+        if self._answered <= self._tool_steps:
+            return PlainStream(assistant_message([tool_call(f"call-{self._answered}", "noop", {})], "toolUse"))
+        return PlainStream(assistant_message([text("done")], "stop"))
+
+
+MODELS = {"scripted": step_script, "plain-stream": PlainStreamModel}
+"""The workload's two models: the course's ScriptedModel, and a stream of another class."""
+
+
+async def run_steps(tool_steps: int, model: str = "scripted") -> LoopRun:
     """Run the loop for S no-op tool steps and a final stop, with an observer counting events."""
     executions = [0]
     events = 0
@@ -97,7 +138,7 @@ async def run_steps(tool_steps: int) -> LoopRun:
         events += 1
 
     options = AgentLoopOptions(
-        model=step_script(tool_steps),
+        model=MODELS[model](tool_steps),
         context={"systemPrompt": SYSTEM_PROMPT, "messages": [user_message("go")]},
         tools=Registry([noop_tool(executions)]),
         max_steps=tool_steps + 1,
@@ -112,10 +153,45 @@ async def run_steps(tool_steps: int) -> LoopRun:
     return LoopRun(elapsed, tool_steps, executions[0], events, result.messages)
 
 
-def time_steps(tool_steps: int) -> LoopRun:
+def time_steps(tool_steps: int, model: str = "scripted") -> LoopRun:
     """One run in a fresh event loop, after a full collection so earlier runs' garbage is not charged to it."""
     gc.collect()
-    return asyncio.run(run_steps(tool_steps))
+    return asyncio.run(run_steps(tool_steps, model))
+
+
+async def run_floor(tool_steps: int) -> Elapsed:
+    """The floor: the least an asyncio loop can do per step of the workload, timed the same way.
+
+    Each step consumes one async stream of four events (an async generator, read to its end, whose
+    events are new dicts), awaits one tool coroutine (which returns a new dict), and appends two
+    dicts (the final event's message and the tool's result) to a list: no checks, no observer, no
+    copies, no ids. What the loop costs above this is its own work.
+    """
+    async def events():
+        yield {"type": "start"}
+        yield {"type": "toolcall_delta", "contentIndex": 0, "delta": "{}"}
+        yield {"type": "toolcall_end", "contentIndex": 0, "toolCall": None}
+        yield {"type": "done", "reason": "toolUse", "message": {"role": "assistant", "stopReason": "toolUse"}}
+
+    async def tool():
+        return {"content": [{"type": "text", "text": "ok"}]}
+
+    messages: list[dict] = []
+    started = start_clocks()
+    for _ in range(tool_steps):
+        async for event in events():
+            last = event
+        messages.append(last["message"])
+        messages.append(await tool())
+    elapsed = elapsed_since(started)
+    if len(messages) != 2 * tool_steps:
+        raise WorkloadError(f"the floor appended {len(messages)} messages for {tool_steps} steps")
+    return elapsed
+
+
+def time_floor(tool_steps: int) -> Elapsed:
+    gc.collect()
+    return asyncio.run(run_floor(tool_steps))
 
 
 def peak_memory(tool_steps: int) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from checkpoints.ch06_tool_execution import execute_tool_call as execute_core_tool_call
@@ -93,7 +93,7 @@ class AgentLoopResult:
     """How the run ended, the transcript it formed, and how many model requests completed."""
 
     reason: FinishReason
-    messages: list[Message]
+    messages: list[Message] = field(repr=False)  # asyncio.run() formats its result's repr: not a whole transcript
     steps: int
 
 

@@ -10,14 +10,15 @@ import pytest
 from benchmarks.feedback import feedback_environment
 from benchmarks.peers import Peer, PeerReport, PeerSize, Progress, measure_peer, predicted_seconds
 from benchmarks.run import BenchmarkOptions, build_parser, measure, render
-from benchmarks.workloads import Elapsed, WorkloadError, peak_memory, run_batch, run_steps, step_script
+from benchmarks.workloads import Elapsed, WorkloadError, peak_memory, run_batch, run_floor, run_steps, step_script
 from course.recorder.impl import CHAIN_ENV, IMPL_ENV
 from course.judge.invariants import check_pairing
 
 
+@pytest.mark.parametrize("model", ["scripted", "plain-stream"])
 @pytest.mark.asyncio
-async def test_step_workload_runs_s_tool_steps_then_stops():
-    run = await run_steps(3)
+async def test_step_workload_runs_s_tool_steps_then_stops(model):
+    run = await run_steps(3, model)
     roles = [m["role"] for m in run.transcript]
     assert roles == ["user"] + ["assistant", "toolResult"] * 3 + ["assistant"]
     assert [m["toolCallId"] for m in run.transcript if m["role"] == "toolResult"] == ["call-1", "call-2", "call-3"]
@@ -28,10 +29,16 @@ async def test_step_workload_runs_s_tool_steps_then_stops():
 
 
 @pytest.mark.asyncio
+async def test_the_floor_runs_its_steps():
+    elapsed = await run_floor(5)
+    assert elapsed.wall > 0
+
+
+@pytest.mark.asyncio
 async def test_a_run_that_is_not_the_workload_is_refused(monkeypatch):
     def short_script(tool_steps):  # answers one tool step fewer than the run is timed for
         return step_script(tool_steps - 1)
-    monkeypatch.setattr("benchmarks.workloads.step_script", short_script)
+    monkeypatch.setitem(__import__("benchmarks.workloads").workloads.MODELS, "scripted", short_script)
     with pytest.raises(WorkloadError, match="expected stop after 4 steps with 3 executions"):
         await run_steps(3)
 
@@ -89,15 +96,21 @@ def test_a_peer_over_its_budget_is_stopped_and_later_sizes_skipped():
 
 
 def test_report_has_every_section_for_the_sizes_asked_for():
-    results = measure(BenchmarkOptions(sizes=[4, 2], repeat=1, peers=[], batch=3, feedback=False, markdown=True))
+    results = measure(BenchmarkOptions(sizes=[4, 2], repeat=1, peers=[], batch=3, validation_calls=5,
+                                        feedback=False, markdown=True))
     assert [s.tool_steps for s in results.steps] == [2, 4]
     results.peers = [PeerReport("fake", None, problem="not installed (pip install -e '.[bench]' adds fake)"),
                      PeerReport("other", "other 1.0", [PeerSize(2, Elapsed(1.0, 1.0)), PeerSize(4, None, "skipped: x")])]
     report = render(results, "python -m benchmarks --sizes 2,4")
-    for heading in ["### Targets", "### Loop overhead", "### Against other runtimes", "### Concurrent batch",
-                    "### Peak memory"]:
+    for heading in ["### Targets", "### Loop overhead", "### Argument validation", "### Against other runtimes",
+                    "### Concurrent batch", "### Peak memory"]:
         assert heading in report
-    assert "| per step at S=4 / at S=2 | ≤ 1.5 |" in report
+    assert "| scripted: per step at S=4 / at S=2 | ≤ 1.2 |" in report
+    assert "| plain-stream: per step at S=1,600 / the floor's | ≤ 6.0 | S=1,600 not measured |" in report
+    loop_overhead = report.split("### Loop overhead")[1].split("###")[0]
+    assert [row.split(" | ")[1] for row in loop_overhead.splitlines() if row.startswith("| 4 |")] == \
+        ["floor", "scripted", "plain-stream"]
+    assert "| course.runtime.validation (the loop's) |" in report and report.count("| yes |") >= 2
     assert "| tiny-pi / fake per step at S=400 | ≤ 0.01 | not installed" in report
     assert "- other at S=4: skipped: x" in report
     assert "### Feedback time" not in report

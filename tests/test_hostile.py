@@ -165,6 +165,41 @@ async def test_each_models_stream_is_finished_when_it_ends(ch07):
     assert (run.reason, finished, other_tasks(), run.problems) == ("stop", [1, 3], set(), [])
 
 
+FOREIGN_ENDINGS = {  # how a stream of another class ends -> the run's reason
+    "done": ([{"type": "start"}, "DONE", {"type": "start"}], "stop"),  # events after `done` are never read
+    "end_without_done": ([{"type": "start"}], "stop"),  # result() is the answer
+    "non_event": ([{"type": "start"}, 42, {"type": "start"}], "error"),
+    "raises": ([{"type": "start"}, ConnectionError("reset")], "error"),
+}
+
+
+@pytest.mark.parametrize("ending", list(FOREIGN_ENDINGS))
+async def test_a_foreign_streams_iterator_is_closed_by_the_run_not_the_garbage_collector(ch07, ending):
+    # A stream of another class than the course's is read through its own async generator; the loop
+    # closes that generator as soon as the answer is complete, in the run's own task. One left
+    # suspended would be closed later by asyncio's finaliser hook, in a clean-up task of its own.
+    events, reason = FOREIGN_ENDINGS[ending]
+    closed_in = []
+
+    class ForeignStream(RawStream):
+        async def _iterate(self):
+            try:
+                for event in self._events:
+                    if isinstance(event, Exception):
+                        raise event
+                    yield {"type": "done", "reason": "stop", "message": self._final} if event == "DONE" else event
+            finally:
+                closed_in.append(asyncio.current_task())
+
+    class ForeignModel:
+        def stream(self, request, *, signal=None):
+            return ForeignStream(events, ANSWER)
+
+    run = await run_loop(ch07, model=ForeignModel(), context=readme.context())
+    assert (run.reason, run.problems) == (reason, [])
+    assert closed_in == [asyncio.current_task()]
+
+
 # --- executors ------------------------------------------------------------------------------
 
 def answering(make_result):

@@ -25,9 +25,10 @@ class Run:
 
     reason: str
     steps: int
-    messages: list[dict]
-    events: list[dict]
-    requests: list[dict] | None
+    # Left out of the repr (pytest prints it for a failing assertion): the transcript and its events.
+    messages: list[dict] = field(repr=False)
+    events: list[dict] = field(repr=False)
+    requests: list[dict] | None = field(repr=False)
     executions: list[str]
     input_messages: list[dict] = field(default_factory=list, repr=False)
     """The caller's messages as they were handed in (a deep copy)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
 from course.runtime.clock import now
@@ -54,11 +55,33 @@ class ToolResultMessage(TypedDict):
 Message = UserMessage | AssistantMessage | ToolResultMessage
 
 
+def encoding_function(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """`encoder.encode`, without its per-call cost: it builds a new C encoder on every call (about
+    three times the cost of encoding a tool result's content). The C encoder here is built once,
+    without the cycle check's markers (reused markers would be left stale by a failed encoding);
+    a cycle, or a value nested too deep, exhausts the recursion limit instead, and is then encoded
+    again by `encoder.encode`, which raises what it always raises."""
+    if json.encoder.c_make_encoder is None or encoder.indent is not None:
+        return encoder.encode
+    chunks = json.encoder.c_make_encoder(
+        None, encoder.default,
+        json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring,
+        None, encoder.key_separator, encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
+
+    def encode(value: Any) -> str:
+        try:
+            return "".join(chunks(value, 0))
+        except RecursionError:
+            return encoder.encode(value)
+
+    return encode
+
+
 MAX_DEPTH = 100
 """How deeply a value in a transcript may nest lists and objects (a top-level list or object is level 1)."""
 
-# Built once; json.dumps(..., allow_nan=False) builds a new encoder on every call.
-_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+# Built once, C encoder included (see encoding_function): json.dumps(...) builds a new one on every call.
+_encode = encoding_function(json.JSONEncoder(allow_nan=False, ensure_ascii=False))
 
 
 def strict_json(value: Any) -> str:

@@ -10,14 +10,14 @@ from typing import Union
 
 from course.runtime.abort import AbortSignal
 from course.runtime.clock import now
-from course.runtime.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message
+from course.runtime.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message, encoding_function
 from course.runtime.stream import AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
 
 Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
 
 
 # The streamed arguments' text, as a provider sends it; one encoder built once, not one per call.
-compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+compact_json = encoding_function(json.JSONEncoder(ensure_ascii=False, separators=(",", ":")))
 
 
 # The timestamp of an answer written before the run: the model stamps the real one when it streams it.
@@ -64,11 +64,11 @@ class ScriptedModel:
         response = self.responses[index]
         if callable(response):
             response = response(request)  # read-only: it is the loop's own list
-            if inspect.isawaitable(response):
+            if type(response) is not dict and inspect.isawaitable(response):
                 response = await response
             # Built for this request: a shallow copy keeps the stamp off the function's object, and a deep
             # copy per step would be most of a benchmark step's cost.
-            message: AssistantMessage = copy.copy(response)
+            message: AssistantMessage = response.copy() if type(response) is dict else copy.copy(response)
         else:
             message = copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own
         message["timestamp"] = now()

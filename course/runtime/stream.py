@@ -74,6 +74,8 @@ class AssistantMessageEventStream:
 
     def __init__(self, source: AsyncIterator[ModelEvent] | None = None) -> None:
         self._source = source.__aiter__() if source is not None else None
+        self._pulls = source is not None
+        """Pulled from a source as the consumer asks, rather than filled by push()."""
         self._queue: deque[ModelEvent] = deque()
         self._final: AssistantMessage | None = None
         self._wakeup: asyncio.Future[None] | None = None
@@ -87,6 +89,13 @@ class AssistantMessageEventStream:
         """
         if self._final is not None:
             return
+        self._queue.append(self._checked(event))
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def _checked(self, event: object) -> ModelEvent:
+        """`event` as the stream passes it on: a final event ends the stream (`_final`), and whatever
+        breaks the contract is replaced by the `error` event that says so."""
         kind = event.get("type") if isinstance(event, dict) else None
         if kind == "done" or kind == "error":
             problem = assistant_problem(event.get("message" if kind == "done" else "error"))
@@ -96,29 +105,35 @@ class AssistantMessageEventStream:
         elif not isinstance(kind, str):
             event = stream_failed(not_an_event(event))
             self._final = event["error"]
-        self._queue.append(event)
-        if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
+        return event
 
-    async def _next_event_arrives(self) -> None:
-        if self._source is None:
-            self._wakeup = asyncio.get_running_loop().create_future()
-            await self._wakeup
-            return
+    async def _pushed(self) -> None:
+        """Wait for the provider's next push."""
+        self._wakeup = asyncio.get_running_loop().create_future()
+        await self._wakeup
+
+    async def _pull(self) -> ModelEvent:
+        """The source's next event, checked; the source is closed as soon as the answer is complete."""
         try:
             event = await self._source.__anext__()
         except StopAsyncIteration:
             event = error_event("error", "Model stream ended without a done or error event")
         except Exception as exc:  # a provider bug must end the stream, not the run
             event = error_event("error", str(exc) or type(exc).__name__)
-        self.push(event)
+        if type(event) is dict:  # most events: a plain dict whose type does not end the stream
+            kind = event.get("type")
+            if type(kind) is str and kind != "done" and kind != "error":
+                return event
+        event = self._checked(event)
         if self._final is not None:
             await self._close_source()
+        return event
 
     async def _close_source(self) -> None:
         # Closed here, once the answer is complete, rather than by the garbage collector: an async
         # generator left suspended costs a thread-safe callback and a clean-up task when collected.
         close = getattr(self._source, "aclose", None)
+        self._source = None  # closed once, even if the answer's last step fails after it
         if close is None:
             return
         try:
@@ -130,16 +145,23 @@ class AssistantMessageEventStream:
         return self
 
     async def __anext__(self) -> ModelEvent:
+        if self._queue:
+            return self._queue.popleft()
+        if self._final is not None:
+            raise StopAsyncIteration
+        if self._pulls:
+            return await self._pull()  # pulled as the consumer asks: no queue in between
         while not self._queue:
-            if self._final is not None:
-                raise StopAsyncIteration
-            await self._next_event_arrives()
+            await self._pushed()
         return self._queue.popleft()
 
     async def result(self) -> AssistantMessage:
         """The final assistant message (waits for, or pulls, the rest of the stream)."""
         while self._final is None:
-            await self._next_event_arrives()
+            if self._pulls:
+                self._queue.append(await self._pull())
+            else:
+                await self._pushed()
         return self._final
 
 
@@ -195,30 +217,47 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
         return failed
     if type(stream) is AssistantMessageEventStream:
         return stream  # checks every event itself (push) and never raises: no second layer needed
-    return AssistantMessageEventStream(_checked_events(stream))
+    return _ForeignStream(stream)
 
 
-async def _checked_events(stream: object) -> AsyncIterator[ModelEvent]:
-    """Any other object that claims to be a stream: its `result()` is the answer, whatever it yielded.
+class _ForeignStream(AssistantMessageEventStream):
+    """Any other object that claims to be a stream, read through one layer: its `result()` is the answer.
 
-    What this yields goes through `push`, which checks each event and the final message.
+    Each event it yields is checked as `push` checks it, and so is the final message. Its iterator is
+    closed as soon as the answer is complete (the final event, the end, a failure, or a non-event),
+    never left suspended for the garbage collector.
     """
-    try:
-        terminal = None
-        async for event in stream:
-            if isinstance(event, dict) and event.get("type") in ("done", "error"):
-                terminal = event
-                break
-            yield event
-        message = await stream.result()
-    except Exception as exc:
-        yield stream_failed(str(exc) or type(exc).__name__)
-        return
-    if terminal is not None and (terminal.get("message") or terminal.get("error")) is message:
-        yield terminal
-        return
-    reason = message.get("stopReason") if isinstance(message, dict) else None
-    if reason in ("error", "aborted"):
-        yield {"type": "error", "reason": reason, "error": message}
-    else:
-        yield {"type": "done", "reason": reason, "message": message}
+
+    def __init__(self, stream: object) -> None:
+        super().__init__()
+        self._pulls = True
+        self._stream = stream
+        self._events: AsyncIterator[ModelEvent] | None = None
+
+    async def _pull(self) -> ModelEvent:
+        try:
+            if self._events is None:
+                if not hasattr(type(self._stream), "__aiter__"):
+                    raise TypeError(f"'async for' requires an object with __aiter__ method, "
+                                    f"got {type(self._stream).__name__}")
+                self._events = self._source = self._stream.__aiter__()
+            try:
+                event = await self._events.__anext__()
+            except StopAsyncIteration:
+                event = None
+            if event is not None and not (isinstance(event, dict) and event.get("type") in ("done", "error")):
+                event = self._checked(event)  # ends the stream itself if `event` is not a model event
+                if self._final is not None:
+                    await self._close_source()
+                return event
+            await self._close_source()
+            message = await self._stream.result()
+        except Exception as exc:
+            await self._close_source()
+            return self._checked(stream_failed(str(exc) or type(exc).__name__))
+        if event is not None and (event.get("message") or event.get("error")) is message:
+            return self._checked(event)
+        reason = message.get("stopReason") if isinstance(message, dict) else None
+        if reason in ("error", "aborted"):
+            return self._checked({"type": "error", "reason": reason, "error": message})
+        return self._checked({"type": "done", "reason": reason, "message": message})

@@ -14,6 +14,7 @@ from jsonschema import validators
 
 from course.runtime.abort import AbortSignal
 from course.runtime.messages import TextContent, ToolCall, ToolResultMessage, text, tool_result
+from course.runtime.validation import ArgumentValidator
 
 
 class ToolOutput(TypedDict):
@@ -46,7 +47,7 @@ class Tool:
         problem = schema_problem(self.parameters)
         if problem is not None:
             raise ValueError(f"Tool {self.name} has an invalid parameters schema: {problem}")
-        self.validator = validators.validator_for(self.parameters)(self.parameters)  # once per tool, not per call
+        self.validator = ArgumentValidator(self.parameters)  # once per tool, not per call
 
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": copy.deepcopy(self.parameters)}
