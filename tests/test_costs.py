@@ -31,7 +31,7 @@ async def test_a_loop_results_repr_leaves_the_transcript_out():
 async def test_a_harness_runs_repr_leaves_the_transcript_and_events_out():
     run = await run_loop(load_checkpoint("ch07_agent_loop"), model=ScriptedModel([readme.first_answer(),
                          readme.final_answer()]), context=readme.context(), tools=Registry([readme.memory_read_tool()]))
-    assert repr(run) == "Run(reason='stop', steps=2, executions=['read'], problems=[])"
+    assert repr(run) == "Run(reason='stop', steps=2, executions=['read'])"
 
 
 # --- argument validation: jsonschema's verdict and messages, most calls decided by a compiled check ---

@@ -32,7 +32,8 @@ def variant(find: str, replace: str, *also: tuple[str, str]) -> str:
     return mutants.Mutant("harness-test", "", "", find, replace, also).source(REFERENCE_LOOP)
 
 
-# Executes the tools of a `length` answer as if it were `toolUse`: the gallery's own mistake.
+# Executes the tools of a `length` answer as if it were `toolUse`: the gallery's own mistake, and what it fails.
+LENGTH_SIGNATURE = mutants.load_signatures()["07"]["length-executes-tools"]
 TOOLS_ON_LENGTH = next(m for m in mutants.variants(LOOP) if m.name == "length-executes-tools").source(REFERENCE_LOOP)
 # Never finishes a tool batch: the first scenario with a tool call hangs until grading kills it.
 HANGING_TOOLS = variant('emit({"type": "tool_start", "call": call})', "await asyncio.Event().wait()")
@@ -52,9 +53,9 @@ RESULTS_IN_START_ORDER = variant(
 )
 
 
-# Outside the gallery: sends the system prompt with the first request only, and prints as it starts.
-SYSTEM_PROMPT_ONCE = variant('"systemPrompt": options.context["systemPrompt"],',
-                             '"systemPrompt": options.context["systemPrompt"] if len(messages) == 1 else "",',
+# Outside the gallery: offers the tools with the first request only, and prints as it starts.
+TOOLS_OFFERED_ONCE = variant('"tools": options.tools.definitions(),',
+                             '"tools": options.tools.definitions() if len(messages) == 1 else [],',
                              ("    # The caller's messages stay as they were",
                               "    print('loop starting with', len(options.context['messages']), 'message(s)')\n"
                               "    # The caller's messages stay as they were"))
@@ -147,7 +148,7 @@ def launch(tmp_path_factory) -> Launched:
     write_module(ws / "wrong", TOOLS_ON_LENGTH)
     write_module(ws / "correct", REFERENCE_LOOP)
     write_module(ws / "order", RESULTS_IN_START_ORDER)
-    write_module(ws / "prompt_once", SYSTEM_PROMPT_ONCE)
+    write_module(ws / "tools_once", TOOLS_OFFERED_ONCE)
     write_module(ws / "syntax", "import asyncio\n\n\ndef run_agent_loop(options:\n    pass\n")
     write_module(ws / "spins", SPINS_ON_BATCHES)
     write_module(ws / "submissions" / "ana", REFERENCE_LOOP)
@@ -183,7 +184,7 @@ def launch(tmp_path_factory) -> Launched:
                    yielding=False)
     launched.start("wrong", "check", "07", "--impl", "wrong", "--json", "wrong.json")
     launched.start("correct", "check", "07", "--impl", "correct")
-    launched.start("prompt_once", "check", "07", "--impl", "prompt_once", "--json", "prompt_once.json")
+    launched.start("tools_once", "check", "07", "--impl", "tools_once", "--json", "tools_once.json")
     launched.start("syntax", "check", "07", "--impl", "syntax")
     launched.start("spins", "check", "07", "--impl", "spins", "--timeout", "3", yielding=False)
     launched.start("nothing", "check", "07", cwd=ws / "nothing")
@@ -235,8 +236,8 @@ def test_check_prints_the_first_divergence_hint_and_rerun_command(runs):
     # The evidence is exactly the known `length` mistake's: its hint is shown, with the section to reread.
     assert "the evidence matches a known mistake exactly:\n  length-executes-tools: your loop runs tools after a " \
            "truncated response (stopReason length) — see 非执行终态" in out
-    total = len(runs.scenarios)
-    assert out.rstrip().endswith(f"{total - 2} of {total} scenarios pass — chapter 07 fails")
+    total, failing = len(runs.scenarios), len(LENGTH_SIGNATURE)
+    assert out.rstrip().endswith(f"{total - failing} of {total} scenarios pass — chapter 07 fails")
 
     # The printed command reruns exactly that scenario with the whole diff, and it fails.
     rerun = block[-1].split("rerun:    ", 1)[1]
@@ -250,8 +251,9 @@ def test_check_json_has_one_result_per_scenario(runs):
     runs.result("wrong")
     report = json.loads((runs.workspace / "wrong.json").read_text(encoding="utf-8"))
     assert (report["version"], report["chapter"], report["status"]) == (3, "07", "fail")
-    assert report["summary"] == {"passed": len(runs.scenarios) - 2, "total": len(runs.scenarios), "failed": 2,
-                                 "errors": 0, "timeouts": 0}
+    failing = len(LENGTH_SIGNATURE)
+    assert report["summary"] == {"passed": len(runs.scenarios) - failing, "total": len(runs.scenarios),
+                                 "failed": failing, "errors": 0, "timeouts": 0}
     by_name = {s["name"]: s for s in report["tests"]}
     assert sorted(by_name) == sorted(runs.scenarios)
     length = by_name["TestNonExecutingTerminals::test_terminal_row[length]"]
@@ -259,27 +261,25 @@ def test_check_json_has_one_result_per_scenario(runs):
     assert length["firstDivergence"] == {"section": "timeline", "index": 7,
                                          "expected": "tool_skipped(call-1)", "got": "tool_start(call-1)"}
     assert length["hint"].startswith("非执行终态: ") and "-vv" in length["rerun"]
-    assert sorted(n for n, s in by_name.items() if s["status"] != "passed") == [
-        "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither",
-        "TestNonExecutingTerminals::test_terminal_row[length]",
-    ]
+    assert sorted(n for n, s in by_name.items() if s["status"] != "passed") == sorted(LENGTH_SIGNATURE)
     assert by_name["TestPureStop::test_pure_stop"]["rerun"] is None
     assert [d["variant"] for d in report["diagnosis"]] == ["length-executes-tools"]
 
 
 def test_a_mistake_outside_the_gallery_is_shown_in_words_and_not_guessed(runs):
-    code, out, _ = runs.result("prompt_once")
+    assert "tools-offered-once" not in {v.name for v in mutants.variants(LOOP)}
+    code, out, _ = runs.result("tools_once")
     assert code == 1
     block = failure_block(out, "TestSingleToolRoundTrip::test_readme_round_trip")
     assert "        broken promises of the chapter:" in block
-    assert "          broken 1: request 2 has a different system prompt" in block
+    assert "          broken 1: request 2 does not carry the registry's tool definitions" in block
     # The scenario's own print() output is shown under it.
     assert "        your output (1 line):" in block and "          | loop starting with 1 message(s)" in block
     assert "no known mistake matches these failures exactly" in out and "likely" not in out
-    report = json.loads((runs.workspace / "prompt_once.json").read_text(encoding="utf-8"))
+    report = json.loads((runs.workspace / "tools_once.json").read_text(encoding="utf-8"))
     failing = [t for t in report["tests"] if t["status"] != "passed"]
     assert failing and report["diagnosis"] == []
-    assert all("request 2 has a different system prompt" in " ".join(t["brokenPromises"]) for t in failing
+    assert all("request 2 does not carry the registry's tool definitions" in " ".join(t["brokenPromises"]) for t in failing
                if not t["name"].startswith("test_generated"))
 
 
@@ -434,7 +434,7 @@ def test_grade_reports_each_submission_and_stops_the_hanging_one(runs):
         "eve": ("missing", "0"),
     }
     assert rows["ana"]["passed"] == total and rows["ana"]["points"] == rows["ana"]["max_points"] == "10.0"
-    assert rows["ben"]["passed"] == str(len(runs.scenarios) - 2) and float(rows["ben"]["points"]) < 10
+    assert rows["ben"]["passed"] == str(len(runs.scenarios) - len(LENGTH_SIGNATURE)) and float(rows["ben"]["points"]) < 10
     assert rows["cy"]["problem"] == f"{LOOP.module}.py, line 1: SyntaxError: '(' was never closed"
     assert rows["dee"]["problem"].startswith("")
     assert rows["dee"]["TestSingleToolRoundTrip::test_readme_round_trip"] == "timeout"

@@ -21,31 +21,10 @@ from course.judge.cli import main
 from course.manifest import CHAPTERS, find_chapter
 
 VARIANTS = [pytest.param(c, v, id=f"{c.number}-{v.name}") for c in CHAPTERS for v in mutants.variants(c)]
-LENGTH_FAILURES = {"TestNonExecutingTerminals::test_terminal_row[length]",
-                   "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither"}
-# What those two scenarios show when a loop runs the tools of a `length` answer: the evidence diagnosis reads.
-LENGTH_EVIDENCE = {
-    "TestNonExecutingTerminals::test_terminal_row[length]": "timeline 7: tool_skipped(call-1) → tool_start(call-1)"
-    " | broken: message 2 (stopReason length, 1 tool calls) ends the run, but the model was asked again"
-    " | broken: message 3 answers a call of message 2 (stopReason length), so it must be a skipped error result"
-    ' with details {"skipped": true, "reason": "length"}'
-    " | broken: event 7 tool_start for call-1, but the latest assistant message (stopReason length) does not run"
-    " its calls | broken: event 8 tool_end for call-1, which is not running"
-    " | broken: tool call read(call-1) of message 2 has no tool_skipped event",
-    "TestNonExecutingTerminals::test_length_with_two_calls_starts_neither":
-        "timeline 8: tool_skipped(call-1) → tool_start(call-1)"
-        " | broken: message 2 (stopReason length, 2 tool calls) ends the run, but the model was asked again"
-        " | broken: message 3 answers a call of message 2 (stopReason length), so it must be a skipped error result"
-        ' with details {"skipped": true, "reason": "length"}'
-        " | broken: message 4 answers a call of message 2 (stopReason length), so it must be a skipped error result"
-        ' with details {"skipped": true, "reason": "length"}'
-        " | broken: event 8 tool_start for call-1, but the latest assistant message (stopReason length) does not run"
-        " its calls | broken: event 9 tool_start for call-2, but the latest assistant message (stopReason length)"
-        " does not run its calls | broken: event 10 tool_end for call-1, which is not running"
-        " | broken: event 11 tool_end for call-2, which is not running"
-        " | broken: tool call read(call-1) of message 2 has no tool_skipped event"
-        " | broken: tool call read(call-2) of message 2 has no tool_skipped event",
-}
+# What a loop that runs the tools of a `length` answer shows: the evidence diagnosis reads (kept in the
+# stored signatures; `test_diagnose_matches_what_the_variant_really_fails` holds them to the variant).
+LENGTH_EVIDENCE = mutants.load_signatures()["07"]["length-executes-tools"]
+LENGTH_FAILURES = set(LENGTH_EVIDENCE)
 
 
 def section_marks(chapter) -> set[str]:
@@ -178,8 +157,8 @@ def test_the_command_passes_when_every_variant_is_killed(capsys):
     assert main(["mutants", "07", "--variant", "length-executes-tools"]) == 0
     out = capsys.readouterr().out
     assert "1 variant, all killed" in out
-    killed_by = r"2: test_terminal_row\[length\], test_length_with_two_calls_starts_neither"
-    assert re.search(rf"^length-executes-tools +{killed_by}$", out, re.MULTILINE), out
+    killed_by = rf"{len(LENGTH_FAILURES)}: test_terminal_row\[length\], test_length_with_two_calls_starts_neither"
+    assert re.search(rf"^length-executes-tools +{killed_by}", out, re.MULTILINE), out
 
 
 def test_a_crashing_or_stale_variant_is_reported_and_the_rest_still_judged():
@@ -203,6 +182,8 @@ def test_show_prints_the_variant_as_a_diff(capsys):
 
 
 def test_diagnose_names_the_length_mistake_and_its_section():
+    assert LENGTH_EVIDENCE["TestNonExecutingTerminals::test_terminal_row[length]"].startswith(
+        "timeline 7: tool_skipped(call-1) → tool_start(call-1) | broken: ")
     assert mutants.diagnose("07", LENGTH_EVIDENCE) == [
         ("length-executes-tools",
          "your loop runs tools after a truncated response (stopReason length) — see 非执行终态"),
@@ -214,6 +195,8 @@ def test_diagnose_names_the_length_mistake_and_its_section():
 def test_the_same_failing_scenarios_with_other_evidence_name_no_mistake():
     # Another mistake can fail exactly the same scenarios: only the same first divergences identify it.
     other = {name: "timeline 7: tool_skipped(call-1) → tool_skipped(call-2)" for name in LENGTH_EVIDENCE}
+    assert mutants.diagnose("07", other) == []
+    other = dict(LENGTH_EVIDENCE, **{"TestNonExecutingTerminals::test_terminal_row[length]": "timeline 7: a → b"})
     assert mutants.diagnose("07", other) == []
     signature = mutants.load_signatures()["07"]["request-sends-caller-messages"]
     system_prompt_only_once = {name: key.split(" | ")[0] + " | broken: request 2 has a different system prompt"

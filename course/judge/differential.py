@@ -75,6 +75,7 @@ def draw_plans(module: str, section: str, *, seed: int | None = None, multiplier
     strategy = judge_scenarios.for_chapter(module).STRATEGIES[section]
     found: list[dict] = []
 
+    @_one_at_a_time_drawing
     @with_seed(section_seed(module, section, seed))
     @_settings(examples(module, section, multiplier), shrink=False)
     @given(strategy)
@@ -86,6 +87,14 @@ def draw_plans(module: str, section: str, *, seed: int | None = None, multiplier
 
 
 _one_at_a_time = threading.Lock()  # the runtime's clock is one for the process: runs must not overlap
+_drawing = threading.Lock()  # nor may two threads draw with Hypothesis at once (`course status` judges two chapters)
+
+
+def _one_at_a_time_drawing(function):
+    def drawn(*args, **kwargs):
+        with _drawing:
+            return function(*args, **kwargs)
+    return drawn
 
 
 def run_plan(module: str, plan: dict, load: Callable, runner: asyncio.Runner) -> dict:
@@ -131,6 +140,9 @@ def broken_lines(rendered: str) -> list[str]:
     return found
 
 
+_abandoned: list[asyncio.Runner] = []
+
+
 class SectionStopped(BaseException):
     """A plan ran past its time limit: the section stops there (Hypothesis does not catch it to shrink)."""
 
@@ -166,11 +178,17 @@ def compare_section(module: str, section: str) -> None:
             note(got)
             raise AssertionError(problem)
 
+    stopped = None
     try:
         check()
-    except SectionStopped as stopped:  # the runner is left open: closing it would run the spinning task again
-        raise AssertionError(str(stopped)) from None
-    runner.close()
+    except SectionStopped as error:
+        stopped = error
+    finally:
+        if stopped is None:
+            runner.close()  # (not after a time limit: closing would run the spinning task again)
+    if stopped is not None:
+        _abandoned.append(runner)  # kept, not collected: its loop still holds the task that spun
+        raise AssertionError(str(stopped))
 
 
 def expected_renders(module: str, section: str, plans: list[dict]) -> list[str]:

@@ -298,8 +298,8 @@ def judge_chapter(
     with tempfile.TemporaryDirectory(prefix="course-judge-") as scratch_name:
         scratch = Path(scratch_name)
         plans_file = scratch / "plans.json"
-        plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans}, ensure_ascii=False),
-                              encoding="utf-8")
+        # ASCII: a plan may hold text that is not UTF-8 (chapter 08's invalid bytes), escaped in JSON.
+        plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans}), encoding="ascii")
         skip: list[str] = []
         current: str | None = None
         for attempt in range(RESTARTS + 1):

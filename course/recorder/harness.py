@@ -34,11 +34,10 @@ class Run:
     """The caller's messages as they were handed in (a deep copy)."""
     caller_messages_after: Any = field(default=None, repr=False)
     """The caller's `context["messages"]` after the run (it must not have changed)."""
-    system_prompt: Any = None
+    system_prompt: Any = field(default=None, repr=False)
     definitions: list[dict] = field(default_factory=list, repr=False)
     """The registry's tool definitions: what every request must offer."""
-    max_steps: Any = None
-
+    max_steps: Any = field(default=None, repr=False)
     messages_json: bool = field(default=True, repr=False)
     """Whether the rendered run ends with the messages as JSON (a long run's snapshot leaves it out)."""
 
