@@ -19,7 +19,8 @@ import re
 import threading
 import random
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from course.judge import scenarios as judge_scenarios
 from course.judge.render import render_record
@@ -59,6 +60,25 @@ def examples(module: str, section: str, multiplier: int = 1) -> int:
     return counts.get(section, DEFAULT_EXAMPLES) * multiplier
 
 
+@contextmanager
+def same_plans_everywhere() -> Iterator[None]:
+    """Hypothesis also draws constants it finds in the project's modules loaded so far; which those
+    are differs between processes, so the plans would too. While plans are drawn it sees none."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        original, empty = providers._get_local_constants, providers.Constants()
+    except (ImportError, AttributeError):  # another Hypothesis: nothing of the kind to hold still
+        yield
+        return
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        providers.CONSTANTS_CACHE.cache.clear()
+
+
 def _settings(count: int, *, shrink: bool):
     from hypothesis import HealthCheck, Phase, settings
 
@@ -92,7 +112,7 @@ _drawing = threading.Lock()  # nor may two threads draw with Hypothesis at once 
 
 def _one_at_a_time_drawing(function):
     def drawn(*args, **kwargs):
-        with _drawing:
+        with _drawing, same_plans_everywhere():
             return function(*args, **kwargs)
     return drawn
 
@@ -180,7 +200,8 @@ def compare_section(module: str, section: str) -> None:
 
     stopped = None
     try:
-        check()
+        with same_plans_everywhere():
+            check()
     except SectionStopped as error:
         stopped = error
     finally:

@@ -226,8 +226,7 @@ def recorder_command(chapter: Chapter, implementation: str | None, *, chain: boo
                # No warnings plugin: the suite's filterwarnings=error is the project's rule, not the chapter's.
                "-p", "no:cacheprovider", "-p", "no:syrupy", "-p", "no:warnings", "-q", "--tb=no", "--no-header",
                f"--timeout={timeout:g}", "--timeout-method=signal"]
-    if implementation:
-        command.append(f"--impl={implementation}")
+    command.append(f"--impl={implementation}" if implementation else "--reference")
     if chain:
         command.append("--impl-chain")
     if forbid:

@@ -61,8 +61,8 @@ class PytestRun:
 def run_pytest(chapters: list[Chapter], extra: list[str] = ()) -> PytestRun:
     """The chapters' tests on the reference, in a child pytest (an instructor's command, not a verdict)."""
     env = {k: v for k, v in os.environ.items() if k not in (impl.IMPL_ENV, impl.CHAIN_ENV)}
-    command = [sys.executable, "-m", "pytest", *[c.test_file for c in chapters], "-p", "no:cacheprovider", "-q",
-               "--tb=line", *extra]
+    command = [sys.executable, "-m", "pytest", *[c.test_file for c in chapters], "--reference", "-p",
+               "no:cacheprovider", "-q", "--tb=line", *extra]
     result = subprocess.run(command, cwd=course_root(), env=env, stdin=subprocess.DEVNULL, capture_output=True,
                             text=True, process_group=0)
     return PytestRun(result.returncode, result.stdout + result.stderr)

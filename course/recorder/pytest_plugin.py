@@ -37,6 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--impl-chain", action="store_true", default=bool(os.environ.get(impl.CHAIN_ENV)),
                     help=f"earlier chapters imported by the student's modules are the student's too "
                          f"(also ${impl.CHAIN_ENV}=1)")
+    group.addoption("--reference", action="store_true",
+                    help="judge the reference checkpoints even where a student/ directory exists")
     group.addoption("--course-record", default=None, metavar="FILE",
                     help="record mode: write every scenario's runs to FILE as JSON lines and judge nothing")
     group.addoption("--course-plans", default=None, metavar="FILE",
@@ -54,7 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # pytest picks its root directory from the command line before any plugin's options are
         # known, so a separate DIR after --impl is read as the directory under test.
         raise pytest.UsageError(f"write --impl={location} (with '='), or set {impl.IMPL_ENV}={location}")
-    if location is None and (config.rootpath / impl.STUDENT_DIRECTORY).is_dir() and _judges_chapters(config):
+    if location and config.getoption("--reference"):
+        raise pytest.UsageError("--reference judges the reference checkpoints: leave out --impl (and $TINY_PI_IMPL)")
+    if location is None and not config.getoption("--reference") and (config.rootpath / impl.STUDENT_DIRECTORY).is_dir() \
+            and _judges_chapters(config):
         location = str(config.rootpath / impl.STUDENT_DIRECTORY)  # the one rule: --impl, $TINY_PI_IMPL, student/
     if location and config.getoption("update_snapshots", default=False):
         raise pytest.UsageError(

@@ -56,9 +56,9 @@ SECTIONS = {
 }
 
 SECRET = "TOP SECRET: the launch codes"
-TIME_BOUND = 2.0
+TIME_BOUND = 5.0
 """Seconds a read may take before it is interrupted (the reference needs milliseconds)."""
-TIME_BOUND_AFTER_A_TIMEOUT = 0.25
+TIME_BOUND_AFTER_A_TIMEOUT = 1.0
 """Once an implementation has run out of time, its later reads get this much: it fails either way,
 and a failing plan is rerun many times while it is shrunk."""
 _timed_out: set[str] = set()
