@@ -1,4 +1,5 @@
-"""Feedback time: how long a student waits for `pytest -k ch07`, from process start to exit."""
+"""Feedback time: how long a student waits for `pytest -k ch07` or `course check 07`, from process
+start to exit."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class PytestRun:
 
     @property
     def command(self) -> str:
+        if self.args[:1] == ["__course_check__"]:
+            return f"course check {self.args[1]}"
         return " ".join(["python -m pytest", *self.args])
 
 
@@ -71,3 +74,29 @@ def time_pytest(args: list[str], repeat: int) -> PytestRun:
     lines = (last.stdout.strip() or last.stderr.strip()).splitlines()
     return PytestRun(args, median([elapsed for elapsed, _ in runs]), last.returncode,
                      lines[-1].strip("= ") if lines else "")
+
+
+def time_check(chapter: str, repeat: int) -> PytestRun:
+    """Median time of `course check NN` on a student's copy of the reference (judged apart from it)."""
+    import shutil
+    import tempfile
+
+    from course.manifest import find_chapter
+
+    module = find_chapter(chapter).module
+    env = feedback_environment(os.environ)
+    with tempfile.TemporaryDirectory(prefix="bench-check-") as student:
+        shutil.copy(ROOT / "checkpoints" / f"{module}.py", Path(student) / f"{module}.py")
+        command = [sys.executable, "-m", "course", "check", chapter, "--impl", student]
+
+        def once() -> tuple[Elapsed, subprocess.CompletedProcess]:
+            wall, cpu = time.perf_counter(), children_cpu()
+            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            return Elapsed(time.perf_counter() - wall, children_cpu() - cpu), done
+
+        once()
+        runs = [once() for _ in range(repeat)]
+    last = runs[-1][1]
+    lines = last.stdout.strip().splitlines()
+    return PytestRun(["__course_check__", chapter], median([elapsed for elapsed, _ in runs]), last.returncode,
+                     lines[-1] if lines else "")

@@ -97,7 +97,7 @@ def test_a_peer_over_its_budget_is_stopped_and_later_sizes_skipped():
 
 def test_report_has_every_section_for_the_sizes_asked_for():
     results = measure(BenchmarkOptions(sizes=[4, 2], repeat=1, peers=[], batch=3, validation_calls=5,
-                                        feedback=False, markdown=True))
+                                        feedback=False, grading=0, markdown=True))
     assert [s.tool_steps for s in results.steps] == [2, 4]
     results.peers = [PeerReport("fake", None, problem="not installed (pip install -e '.[bench]' adds fake)"),
                      PeerReport("other", "other 1.0", [PeerSize(2, Elapsed(1.0, 1.0)), PeerSize(4, None, "skipped: x")])]
@@ -114,7 +114,7 @@ def test_report_has_every_section_for_the_sizes_asked_for():
     assert "| tiny-pi / fake per step at S=400 | ≤ 0.01 | not installed" in report
     assert "- other at S=4: skipped: x" in report
     assert "### Feedback time" not in report
-    plain = render(results.__class__(**{**results.__dict__, "options": BenchmarkOptions(sizes=[2, 4], feedback=False)}),
+    plain = render(results.__class__(**{**results.__dict__, "options": BenchmarkOptions(sizes=[2, 4], feedback=False, grading=0)}),
                    "python -m benchmarks")
     assert "Loop overhead\n=============" in plain and "|" not in plain
 
@@ -132,3 +132,11 @@ def test_the_timed_pytest_runs_are_the_course_suite_on_the_reference():
     caller = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1", IMPL_ENV: "student", CHAIN_ENV: "1",
               PROFILE_ENV: "long", SEED_ENV: "7"}
     assert feedback_environment(caller) == {"PATH": "/bin"}
+
+
+def test_the_grading_benchmark_grades_what_it_counts():
+    from benchmarks.grading import time_grading
+
+    run = time_grading(2, sandbox=False)
+    assert (run.submissions, run.passed, run.sandbox) == (2, 2, False)
+    assert run.per_submission == run.wall / 2

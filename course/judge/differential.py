@@ -14,13 +14,18 @@ plan to a small one. `course check` and `course grade` judge records (`expected_
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
+import json
 import os
-import re
-import threading
 import random
+import re
+import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from course.judge import scenarios as judge_scenarios
 from course.judge.render import render_record
@@ -87,8 +92,66 @@ def _settings(count: int, *, shrink: bool):
                     print_blob=False, suppress_health_check=list(HealthCheck))
 
 
+CACHE_ENV = "TINY_PI_CACHE"
+disk_cache = True
+"""Whether drawn plans and the reference's renderings are kept on disk (`course grade` turns it off:
+a submission that is not sandboxed could write there, and a grade draws them once anyway)."""
+
+
+def cache_directory() -> Path | None:
+    """Where drawn plans and the reference's renderings of them are kept between runs: $TINY_PI_CACHE,
+    else the user's cache directory; None (no cache) where it cannot be written."""
+    base = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tiny-pi")
+    try:
+        Path(base).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return Path(base)
+
+
+@functools.lru_cache(maxsize=1)
+def _sources_digest() -> str:
+    """What drawn plans and the reference's runs depend on: every source file of the course and the
+    reference checkpoints, Hypothesis's version and Python's. Any change makes a new cache entry."""
+    import hypothesis
+
+    digest = hashlib.sha256(f"{hypothesis.__version__} {sys.version}".encode())
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("course", "checkpoints"):
+        for path in sorted((root / folder).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _cached(what: str, key: str, compute: Callable[[], list]) -> list:
+    """`compute()`, kept on disk under `what` and `key` (with the sources' digest), read back next time."""
+    directory = cache_directory() if disk_cache else None
+    if directory is None:
+        return compute()
+    name = hashlib.sha256(f"{_sources_digest()} {what} {key}".encode()).hexdigest()[:32]
+    path = directory / f"{what}-{name}.json"
+    try:
+        return json.loads(path.read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(value), encoding="ascii")  # ASCII: plans may hold text that is not UTF-8
+        os.replace(partial, path)
+    except OSError:
+        pass
+    return value
+
+
 def draw_plans(module: str, section: str, *, seed: int | None = None, multiplier: int = 1) -> list[dict]:
     """The plans a section's test runs: the same list wherever it is drawn, for the same seed."""
+    return _cached("plans", f"{module} {section} {seed} {multiplier}",
+                   lambda: _draw_plans(module, section, seed=seed, multiplier=multiplier))
+
+
+def _draw_plans(module: str, section: str, *, seed: int | None, multiplier: int) -> list[dict]:
     from hypothesis import given
     from hypothesis import seed as with_seed
 
@@ -214,5 +277,9 @@ def compare_section(module: str, section: str) -> None:
 
 def expected_renders(module: str, section: str, plans: list[dict]) -> list[str]:
     """The reference's run of each plan, rendered: what a student's record of the same plan must render as."""
-    with asyncio.Runner() as runner:
-        return [render_record(run_plan(module, plan, impl.load_reference, runner)) for plan in plans]
+    def run_them() -> list[str]:
+        with asyncio.Runner() as runner:
+            return [render_record(run_plan(module, plan, impl.load_reference, runner)) for plan in plans]
+
+    key = hashlib.sha256(json.dumps(plans, sort_keys=True).encode()).hexdigest()
+    return _cached("renders", f"{module} {section} {key}", run_them)
