@@ -24,6 +24,8 @@ from course.judge import differential, mutants
 from course.judge.sandbox import bubblewrap
 from course.manifest import find_chapter
 
+pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
+
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = find_chapter("07")
 REFERENCE = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8")
@@ -150,8 +152,7 @@ class Grades:
         write(self.seeded / "reference", REFERENCE)
         write(self.seeded / "tuned", tuned_to(feature))
         self.sharded = workspace / "sharded"
-        for name, source in (("ana", REFERENCE), ("ben", WRONG), ("cy", "def run_agent_loop(options:\n"),
-                             ("dee", "import os\nos._exit(0)\n")):
+        for name, source in (("ana", REFERENCE), ("ben", WRONG), ("cy", "def run_agent_loop(options:\n")):
             write(self.sharded / name, source)
         (self.sharded / "eve").mkdir()
         env = {**os.environ, "TINY_PI_TEST_SECRET": SECRET, "OPENAI_API_KEY": SECRET}
@@ -296,4 +297,4 @@ def test_sharded_grading_merges_into_the_same_table(grades):
     assert merged.returncode == 0, merged.stdout + merged.stderr
     rows = json.loads((grades.course / "merged.json").read_text(encoding="utf-8"))["grades"]
     assert {row["submission"]: row for row in rows} == whole
-    assert sorted(grades.table("shard1")) == ["ana", "cy", "eve"] and sorted(grades.table("shard2")) == ["ben", "dee"]
+    assert sorted(grades.table("shard1")) == ["ana", "cy"] and sorted(grades.table("shard2")) == ["ben", "eve"]
