@@ -60,8 +60,16 @@ def time_pytest(args: list[str], repeat: int) -> PytestRun:
     The caches are written even where PYTHONDONTWRITEBYTECODE is set, as on a student's usual machine;
     without them every run recompiles pytest and rewrites the test modules' assertions.
     """
+    runs = timed_runs([sys.executable, "-m", "pytest", *args], repeat)
+    last = runs[-1][1]
+    lines = (last.stdout.strip() or last.stderr.strip()).splitlines()
+    return PytestRun(args, median([elapsed for elapsed, _ in runs]), last.returncode,
+                     lines[-1].strip("= ") if lines else "")
+
+
+def timed_runs(command: list[str], repeat: int) -> list[tuple[Elapsed, subprocess.CompletedProcess]]:
+    """`command` in the repository, once untimed (it writes the bytecode caches), then `repeat` times timed."""
     env = feedback_environment(os.environ)
-    command = [sys.executable, "-m", "pytest", *args]
 
     def once() -> tuple[Elapsed, subprocess.CompletedProcess]:
         wall, cpu = time.perf_counter(), children_cpu()
@@ -69,11 +77,7 @@ def time_pytest(args: list[str], repeat: int) -> PytestRun:
         return Elapsed(time.perf_counter() - wall, children_cpu() - cpu), done
 
     once()
-    runs = [once() for _ in range(repeat)]
-    last = runs[-1][1]
-    lines = (last.stdout.strip() or last.stderr.strip()).splitlines()
-    return PytestRun(args, median([elapsed for elapsed, _ in runs]), last.returncode,
-                     lines[-1].strip("= ") if lines else "")
+    return [once() for _ in range(repeat)]
 
 
 def time_check(chapter: str, repeat: int) -> PytestRun:
@@ -84,18 +88,9 @@ def time_check(chapter: str, repeat: int) -> PytestRun:
     from course.manifest import find_chapter
 
     module = find_chapter(chapter).module
-    env = feedback_environment(os.environ)
     with tempfile.TemporaryDirectory(prefix="bench-check-") as student:
         shutil.copy(ROOT / "checkpoints" / f"{module}.py", Path(student) / f"{module}.py")
-        command = [sys.executable, "-m", "course", "check", chapter, "--impl", student]
-
-        def once() -> tuple[Elapsed, subprocess.CompletedProcess]:
-            wall, cpu = time.perf_counter(), children_cpu()
-            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-            return Elapsed(time.perf_counter() - wall, children_cpu() - cpu), done
-
-        once()
-        runs = [once() for _ in range(repeat)]
+        runs = timed_runs([sys.executable, "-m", "course", "check", chapter, "--impl", student], repeat)
     last = runs[-1][1]
     lines = last.stdout.strip().splitlines()
     return PytestRun(["__course_check__", chapter], median([elapsed for elapsed, _ in runs]), last.returncode,

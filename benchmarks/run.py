@@ -392,7 +392,7 @@ def render(results: Results, command: str) -> str:
                      f"({boxed.wall / plain.wall:.2f}x the wall time without it)."]
         sections.append(section(
             "Grading throughput",
-            f"`course grade 07` on copies of the reference, two at a time (`--jobs 2`), the whole command timed once.",
+            "`course grade 07` on copies of the reference, two at a time (`--jobs 2`), the whole command timed once.",
             table(["run", "submissions", "wall", "per minute", "per submission", "passed"], rows, md)
             + notes(extra, md), md))
     return "\n\n".join(sections) + "\n"

@@ -23,6 +23,7 @@ import pytest
 from course.judge import differential, mutants
 from course.judge.sandbox import bubblewrap
 from course.manifest import find_chapter
+from processes import running_with
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
 
@@ -113,16 +114,6 @@ def digest(*folders: Path) -> dict[str, str]:
             for folder in folders for p in sorted(folder.rglob("*"))
             if p.is_file() and not {"__pycache__", ".hypothesis", "results"} & set(p.parts)
             and not (p.parent == folder and p.suffix in (".json", ".out"))}
-
-
-def processes_naming(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-    return found
 
 
 def copy_course(target: Path) -> Path:
@@ -260,7 +251,7 @@ def test_the_honest_submission_passes_and_no_cheating_one_does(grades):
 def test_a_forked_child_holding_the_pipes_does_not_stall_or_fail_the_grade(grades):
     rows = grades.table("hostile")
     assert rows["forks"]["status"] == "pass" and rows["background"]["status"] == "pass"
-    assert processes_naming(SLEEP) == []  # nothing it started outlived the grade
+    assert running_with(SLEEP) == []  # nothing it started outlived the grade
 
 
 @needs_bubblewrap

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from course.judge import check, cli, mutants, starter
+from course.judge import cli, mutants, starter
 from course.manifest import CHAPTERS, find_chapter
 from course.judge.session import ChapterRun, Verdict
+from processes import running_with
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
 
@@ -65,17 +66,6 @@ TOOLS_OFFERED_ONCE = variant('"tools": options.tools.definitions(),',
 SPINS_ON_BATCHES = variant('    for call in calls:\n        emit({"type": "tool_start", "call": call})',
                            '    while any(call["id"] == "slow-call" for call in calls):\n        pass\n'
                            '    for call in calls:\n        emit({"type": "tool_start", "call": call})')
-
-
-def running_with(marker: str) -> list[int]:
-    """Processes whose command line names `marker` (a path only one test's children use)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-    return found
 
 
 def write_module(directory: Path, source: str) -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

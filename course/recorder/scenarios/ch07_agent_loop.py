@@ -41,7 +41,6 @@ from course.recorder.record import jsonable
 from course.runtime.abort import AbortController
 from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
 from course.runtime.scripted import ScriptedModel
-from course.runtime.stream import AssistantMessageEventStream
 from course.runtime.tools import Registry, Tool
 
 SECTIONS = {
