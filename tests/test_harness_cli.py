@@ -19,7 +19,7 @@ import pytest
 
 from course.judge import cli, mutants, starter
 from course.manifest import CHAPTERS, find_chapter
-from course.judge.session import ChapterRun, Verdict
+from course.judge.session import ChapterRun
 from processes import running_with
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
@@ -442,9 +442,13 @@ def test_grade_reports_each_submission_and_stops_the_hanging_one(runs):
         "fail", "failed", "tool_start(call-1)")
 
 
-def test_no_exit_code_alone_makes_a_pass(capsys):
-    # A run whose child left no records (it exited 0 at import) fails every scenario it expected.
-    verdicts = [Verdict("TestPureStop::test_pure_stop", LOOP.test_file, "error",
-                        problem="no record: the scenario never ran to its end")]
-    run = ChapterRun(LOOP, verdicts)
-    assert not run.passed and not ChapterRun(LOOP, []).passed
+def test_no_exit_code_alone_makes_a_pass(tmp_path):
+    # A child that exits 0 while importing the student's module leaves no records: every scenario the
+    # judge expected is a failure, and the module is reported as what ended the run.
+    from course.judge.session import judge_chapter
+
+    write_module(tmp_path / "exits", "import os\nos._exit(0)\n")
+    run = judge_chapter(LOOP, str(tmp_path / "exits"), root=ROOT)
+    assert not run.passed and run.verdicts and not any(v.passed for v in run.verdicts)
+    assert run.import_errors[0]["problem"].startswith("the test process ended while importing it")
+    assert not ChapterRun(LOOP, []).passed  # and judging nothing passes nothing
