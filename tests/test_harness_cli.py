@@ -143,6 +143,7 @@ def launch(tmp_path_factory) -> Launched:
     write_module(ws / "tools_once", TOOLS_OFFERED_ONCE)
     write_module(ws / "syntax", "import asyncio\n\n\ndef run_agent_loop(options:\n    pass\n")
     write_module(ws / "spins", SPINS_ON_BATCHES)
+    write_module(ws / "spins_at_import", "while True:\n    pass\n")
     write_module(ws / "submissions" / "ana", REFERENCE_LOOP)
     write_module(ws / "submissions" / "ben", TOOLS_ON_LENGTH)
     write_module(ws / "submissions" / "cy", "def run_agent_loop(options:\n")
@@ -180,6 +181,7 @@ def launch(tmp_path_factory) -> Launched:
     launched.start("syntax", "check", "07", "--impl", "syntax")
     launched.start("spins", "check", "07", "--impl", "spins", "--timeout", "2", yielding=False)
     launched.start("nothing", "check", "07", cwd=ws / "nothing")
+    launched.start("spins_at_import", "check", "07", "--impl", "spins_at_import", "--timeout", "1", yielding=False)
     launched.start("starter", "status", "--impl", "starter")
     launched.start("update", "snapshots", "update", "07", cwd=course_copy)
     launched.start("verify_reference", "snapshots", "verify", "07", "--runs", "2")
@@ -301,6 +303,14 @@ def test_a_loop_that_spins_for_ever_fails_named_scenarios_and_the_rest_still_run
     assert block[0].startswith("        problem:  did not finish within 2 s (stopped at ")
     assert f"spins/{LOOP.module}.py:" in block[0]
     assert running_with(str(runs.workspace / "spins")) == []  # nothing of the check is left running
+
+
+def test_a_module_whose_import_never_ends_is_reported_once_and_not_retried(runs):
+    code, out, _ = runs.result("spins_at_import")
+    assert code == 1
+    assert f"  {Path('spins_at_import', LOOP.module + '.py')}: importing it did not finish within 6 s" in out
+    assert "PASS" not in out and "TIMEOUT" not in out
+    assert running_with(str(runs.workspace / "spins_at_import")) == []
 
 
 def test_ctrl_c_stops_the_check_and_leaves_nothing_running(runs, tmp_path):

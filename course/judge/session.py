@@ -344,6 +344,12 @@ def judge_chapter(
                 decide(name)
             if not hung:
                 break
+            if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
+                run.import_errors.append({"module": run.importing, "file": _module_file(implementation, run.importing),
+                                          "line": None,
+                                          "problem": f"importing it did not finish within {timeout + 5:g} s"})
+                run.importing = None
+                break
             if current is not None and current in by_name and current not in verdicts:
                 verdicts[current] = _timed_out(by_name[current], plan_starts.get(current, set()),
                                                plans.get(by_name[current].generated or "", []), chapter, timeout)
@@ -358,8 +364,8 @@ def judge_chapter(
             if len(skip) == len(by_name):
                 break
     if run.importing and not run.import_errors:
-        run.import_errors.append({"module": run.importing, "file": None, "line": None,
-                                  "problem": "the test process ended while importing it (exit, os._exit or a crash "
+        run.import_errors.append({"module": run.importing, "file": _module_file(implementation, run.importing),
+                                  "line": None, "problem": "the test process ended while importing it (exit, os._exit or a crash "
                                              "at import time)"})
     for exp in expected:
         if exp.scenario not in verdicts:
@@ -411,6 +417,10 @@ def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chap
         index = max(started)
         verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(chapter.module, plans[index])
     return verdict
+
+
+def _module_file(implementation: str | None, module: str) -> str | None:
+    return str(Path(implementation) / f"{module}.py") if implementation else None
 
 
 def shown_where(where: str) -> str:
