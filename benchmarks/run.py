@@ -388,8 +388,11 @@ def render(results: Results, command: str) -> str:
         extra = []
         if len(results.grading) == 2:
             plain, boxed = results.grading
-            extra = [f"The sandbox costs {duration(boxed.per_submission - plain.per_submission)} per submission "
-                     f"({boxed.wall / plain.wall:.2f}x the wall time without it)."]
+            cost = boxed.per_submission - plain.per_submission
+            extra = [f"The sandbox costs {duration(cost)} per submission ({boxed.wall / plain.wall:.2f}x the wall "
+                     "time without it)." if cost > 0 else
+                     f"The sandbox's cost is below this run's noise ({boxed.wall / plain.wall:.2f}x the wall time "
+                     "without it)."]
         sections.append(section(
             "Grading throughput",
             "`course grade 07` on copies of the reference, two at a time (`--jobs 2`), the whole command timed once.",
