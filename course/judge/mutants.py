@@ -360,6 +360,13 @@ def write_signatures(outcomes: list[Outcome]) -> None:
     SIGNATURES.write_text(json.dumps(ordered, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+def identifying(signature: dict[str, str]) -> bool:
+    """Whether a signature can identify a mistake: at least one fixed scenario's first divergence or
+    exception. Failing generated sections alone say only that something differs somewhere: many
+    mistakes, known or not, do that, so they name none."""
+    return any(key != "generated" for key in signature.values())
+
+
 def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, str]]:
     """(variant name, hint) for the known mistakes the evidence identifies.
 
@@ -371,7 +378,7 @@ def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, s
     chapter = find_chapter(chapter_number)
     evidence = {name.split(".py::", 1)[-1]: key for name, key in evidence.items()}  # full node ids work too
     signatures = {name: tests for name, tests in load_signatures().get(chapter.number, {}).items()
-                  if isinstance(tests, dict) and tests}
+                  if isinstance(tests, dict) and identifying(tests)}
     if not evidence:
         return []
     matched = [name for name, tests in signatures.items() if tests == evidence]

@@ -293,6 +293,7 @@ async def run_plan(plan: dict, load) -> dict:
     context_keys = sorted(context)
     events: list = []
     seen: dict = {}
+    raised_after: list[int] = []  # how many events the observer had seen when it raised
 
     def observe(event):
         events.append(event)
@@ -305,6 +306,7 @@ async def run_plan(plan: dict, load) -> dict:
         if here == plan["abortAt"]:
             controller.abort(f"observer stopped the run at {kind} {seen[kind]}")
         if here == plan["raiseAt"]:
+            raised_after.append(len(events))
             raise RuntimeError(f"observer broke at {kind} {seen[kind]}")
 
     if plan["abortBeforeStart"]:
@@ -396,6 +398,15 @@ async def run_plan(plan: dict, load) -> dict:
             seen = request.get("messages")
             if isinstance(seen, list) and len(seen) <= len(transcript) and seen == transcript[: len(seen)]:
                 request["messages"] = {"transcriptPrefix": len(seen)}
+    if raised_after and isinstance(transcript, list):
+        # What the batch's other tools did after the observer raised depends on when the loop cancelled
+        # them (a task group at once, a gather a turn later): nothing the chapter promises. Compared:
+        # the events up to the raise, and the results whose tool ended (or was skipped) by then.
+        events = events[:raised_after[0]]
+        answered = {e["result"].get("toolCallId") for e in events if isinstance(e, dict)
+                    and e.get("type") in ("tool_end", "tool_skipped") and isinstance(e.get("result"), dict)}
+        transcript = [m for m in transcript if not (isinstance(m, dict) and m.get("role") == "toolResult")
+                      or m.get("toolCallId") in answered]
     record.update(
         transcript=transcript,
         events=jsonable(events) if plan["observer"] == "present" else None,
