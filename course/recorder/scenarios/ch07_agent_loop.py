@@ -405,8 +405,9 @@ async def run_plan(plan: dict, load) -> dict:
         events = events[:raised_after[0]]
         answered = {e["result"].get("toolCallId") for e in events if isinstance(e, dict)
                     and e.get("type") in ("tool_end", "tool_skipped") and isinstance(e.get("result"), dict)}
-        transcript = [m for m in transcript if not (isinstance(m, dict) and m.get("role") == "toolResult")
-                      or m.get("toolCallId") in answered]
+        given = len(record["inputMessages"])  # the caller's own messages stay as they are, tool results included
+        transcript = transcript[:given] + [m for m in transcript[given:] if not (
+            isinstance(m, dict) and m.get("role") == "toolResult") or m.get("toolCallId") in answered]
     record.update(
         transcript=transcript,
         events=jsonable(events) if plan["observer"] == "present" else None,
