@@ -15,7 +15,8 @@ from pathlib import Path
 EXTRA = "test"
 
 # Module to import -> the distribution to install (both are in the test extra).
-RUN_TESTS = {"pytest": "pytest", "pytest_asyncio": "pytest-asyncio", "syrupy": "syrupy", "hypothesis": "hypothesis"}
+RUN_TESTS = {"pytest": "pytest", "pytest_asyncio": "pytest-asyncio", "pytest_timeout": "pytest-timeout", "syrupy": "syrupy",
+             "hypothesis": "hypothesis"}
 
 NEEDS: dict[str, dict[str, str]] = {
     "check": RUN_TESTS,
