@@ -158,26 +158,19 @@ def _draw_plans(module: str, section: str, *, seed: int | None, multiplier: int)
     strategy = judge_scenarios.for_chapter(module).STRATEGIES[section]
     found: list[dict] = []
 
-    @_one_at_a_time_drawing
     @with_seed(section_seed(module, section, seed))
     @_settings(examples(module, section, multiplier), shrink=False)
     @given(strategy)
     def collect(plan):
         found.append(plan)
 
-    collect()
+    with _drawing, same_plans_everywhere():
+        collect()
     return found
 
 
 _one_at_a_time = threading.Lock()  # the runtime's clock is one for the process: runs must not overlap
 _drawing = threading.Lock()  # nor may two threads draw with Hypothesis at once (`course status` judges two chapters)
-
-
-def _one_at_a_time_drawing(function):
-    def drawn(*args, **kwargs):
-        with _drawing, same_plans_everywhere():
-            return function(*args, **kwargs)
-    return drawn
 
 
 def run_plan(module: str, plan: dict, load: Callable, runner: asyncio.Runner) -> dict:

@@ -197,9 +197,7 @@ def _evidence_in_process(item, call) -> str:
         if not result.success and result.recalled_data is not None:
             found = first_divergence(str(result.recalled_data), str(result.asserted_data))
             if found is not None:
-                divergence = {"section": found.section, "index": found.index, "expected": found.expected,
-                              "got": found.actual}
-                return evidence_key(generated=False, status="failed", divergence=divergence, problem=None,
+                return evidence_key(generated=False, status="failed", divergence=found.as_dict(), problem=None,
                                     broken=broken_lines(str(result.asserted_data)))
     excinfo = call.excinfo
     problem = f"{excinfo.typename}: " if excinfo is not None else ""

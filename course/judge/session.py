@@ -27,9 +27,9 @@ from pathlib import Path
 from course.judge import differential
 from course.judge.index import Expected, expected_scenarios
 from course.judge.render import render_record
+from course.judge.testrun import child_environment, shown
 from course.judge.timeline import first_divergence
 from course.manifest import Chapter
-from course.recorder import impl
 
 SCENARIO_TIMEOUT = 10.0
 """Seconds one scenario may take (a generated section: all its plans) before it is a timeout."""
@@ -102,10 +102,6 @@ class ChapterRun:
         return any(v.status == "timeout" for v in self.verdicts)
 
 
-def _rendered(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
-
-
 def judge_snapshots(expected: Expected, records: list, end: dict | None) -> Verdict:
     """A fixed scenario: each snapshot it asserted, rendered, against the stored one."""
     verdict = Verdict(expected.scenario, "", "passed", expected.section, expected.purpose)
@@ -121,13 +117,12 @@ def judge_snapshots(expected: Expected, records: list, end: dict | None) -> Verd
             verdict.status = "failed"
             verdict.problem = verdict.problem or f"the scenario stopped after snapshot {index} of {len(expected.snapshots)}"
             return verdict
-        want, got = _rendered(stored), verdict.renders[index]
+        want, got = stored.read_text(encoding="utf-8"), verdict.renders[index]
         if got != want:
             verdict.status = "failed"
             divergence = first_divergence(want, got)
             if divergence is not None:
-                verdict.divergence = {"section": divergence.section, "index": divergence.index,
-                                      "expected": divergence.expected, "got": divergence.actual}
+                verdict.divergence = divergence.as_dict()
             verdict.broken = differential.broken_lines(got)
             verdict.problem = None if divergence else (verdict.problem or "the run differs from its snapshot")
             return verdict
@@ -167,16 +162,13 @@ def judge_plans(module: str, expected: Expected, plans: list[dict], wanted: list
             verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(module, plan)
             divergence = first_divergence(wanted[index], got)
             if divergence is not None:
-                verdict.divergence = {"section": divergence.section, "index": divergence.index,
-                                      "expected": divergence.expected, "got": divergence.actual}
+                verdict.divergence = divergence.as_dict()
             else:
                 verdict.problem = "the run differs from the reference's run"
             verdict.broken = differential.broken_lines(got)
             break
         matched += 1
     verdict.plans = (matched, len(plans))
-    if verdict.status == "passed":
-        verdict.plans = (len(plans), len(plans))
     return verdict
 
 
@@ -267,24 +259,24 @@ def judge_chapter(
                  for e in expected if e.generated}
     verdicts: dict[str, Verdict] = {}
     run = progress if progress is not None else ChapterRun(chapter, [])
-    snapshots: dict[str, list] = {}
-    plan_records: dict[str, dict[int, object]] = {}
-    plan_starts: dict[str, set[int]] = {}
-    ends: dict[str, dict] = {}
+    received = _Received()
     wanted = dict(wanted or {})
-    started_order: list[str] = []
+
+    def reference_runs(section: str) -> list[str]:
+        if section not in wanted:
+            wanted[section] = differential.expected_renders(chapter.module, section, plans[section])
+        return wanted[section]
 
     def decide(name: str) -> None:
         exp = by_name[name]
+        end = received.ends.get(name)
         if exp.generated:
-            if exp.generated not in wanted:
-                wanted[exp.generated] = differential.expected_renders(chapter.module, exp.generated, plans[exp.generated])
-            verdict = judge_plans(chapter.module, exp, plans[exp.generated], wanted[exp.generated],
-                                  plan_records.get(name, {}), plan_starts.get(name, set()), ends.get(name))
+            verdict = judge_plans(chapter.module, exp, plans[exp.generated], reference_runs(exp.generated),
+                                  received.plan_records.get(name, {}), received.plan_starts.get(name, set()), end)
         else:
-            verdict = judge_snapshots(exp, snapshots.get(name, []), ends.get(name))
+            verdict = judge_snapshots(exp, received.snapshots.get(name, []), end)
         verdict.file = chapter.test_file
-        end = ends.get(name) or {}
+        end = end or {}
         if str(end.get("problem") or "").startswith("Failed: Timeout (>") and not verdict.passed:
             verdict.status = "timeout"  # pytest-timeout stopped it: the scenario ran past its limit
             verdict.problem = f"did not finish within {timeout:g} s" + (
@@ -305,7 +297,7 @@ def judge_chapter(
             record = scratch / f"record-{attempt}.jsonl"
             command = recorder_command(chapter, implementation, chain=chain, record=record, plans=plans_file,
                                        forbid=forbid, deselect=skip, timeout=timeout, extra=extra)
-            child = prepare(command, scratch) if prepare else Child(command, root, _plain_env())
+            child = prepare(command, scratch) if prepare else Child(command, root, child_environment())
             reader = _Records(child.record or record)
             hung = False
             with open(scratch / f"output-{attempt}.txt", "wb") as output:
@@ -313,23 +305,16 @@ def judge_chapter(
                                            stdout=output, stderr=subprocess.STDOUT, process_group=0,
                                            preexec_fn=child.preexec)
                 try:
+                    for section in plans:  # the reference's runs, while the child works
+                        reference_runs(section)
                     last = time.monotonic()
-                    for name in [e.scenario for e in expected if e.generated and e.generated not in wanted]:
-                        decide_later = by_name[name].generated  # the reference's runs, while the child works
-                        wanted[decide_later] = differential.expected_renders(chapter.module, decide_later,
-                                                                             plans[decide_later])
                     while True:
                         finished = process.poll() is not None
                         lines = reader.new_lines()
                         if lines:
                             last = time.monotonic()
                         for line in lines:
-                            current = _take(line, run, by_name, snapshots, plan_records, plan_starts, ends,
-                                            verdicts, decide, current)
-                            name = line.get("scenario")
-                            if line.get("event") == "start" and "plan" not in line and name in by_name \
-                                    and name not in started_order:
-                                started_order.append(name)
+                            current = received.take(line, run, by_name, verdicts, decide, current)
                         if finished:
                             break
                         now = time.monotonic()
@@ -340,8 +325,6 @@ def judge_chapter(
                 finally:
                     _end(process)
             run.output_tail = (scratch / f"output-{attempt}.txt").read_bytes()[-4000:].decode("utf-8", "replace")
-            for name in [n for n in by_name if n in ends and n not in verdicts]:
-                decide(name)
             if not hung:
                 break
             if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
@@ -351,7 +334,7 @@ def judge_chapter(
                 run.importing = None
                 break
             if current is not None and current in by_name and current not in verdicts:
-                verdicts[current] = _timed_out(by_name[current], plan_starts.get(current, set()),
+                verdicts[current] = _timed_out(by_name[current], received.plan_starts.get(current, set()),
                                                plans.get(by_name[current].generated or "", []), chapter, timeout)
                 if on_verdict is not None:
                     on_verdict(verdicts[current])
@@ -374,40 +357,53 @@ def judge_chapter(
             verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, "error" if not run.import_errors
                                              else "not run", exp.section, exp.purpose, problem=problem)
     # In the order the test module runs them (the order their records began), then any never started.
-    order = {name: n for n, name in enumerate(started_order)}
+    order = {name: n for n, name in enumerate(received.order)}
     run.verdicts = sorted((verdicts[e.scenario] for e in expected), key=lambda v: order.get(v.scenario, len(order)))
     return run
 
 
-def _take(line, run, by_name, snapshots, plan_records, plan_starts, ends, verdicts, decide, current):
-    """File one record line; decide a scenario when its end arrives. Returns the scenario running now."""
-    if "importError" in line and isinstance(line["importError"], dict):
-        run.import_errors.append(line["importError"])
-    elif "collectionError" in line and isinstance(line["collectionError"], dict):
-        run.collection_errors.append(line["collectionError"])
-    elif "flag" in line:
-        run.flags.append(str(line["flag"])[:300])
-    elif line.get("event") == "importing":
-        run.importing = str(line.get("module"))
-    elif line.get("event") == "imported":
-        run.importing = None
-    name = line.get("scenario")
-    if not isinstance(name, str) or name not in by_name or name in verdicts:
+@dataclass
+class _Received:
+    """What the child's records said so far, per scenario."""
+
+    snapshots: dict[str, list] = field(default_factory=dict)
+    plan_records: dict[str, dict[int, object]] = field(default_factory=dict)
+    plan_starts: dict[str, set[int]] = field(default_factory=dict)
+    ends: dict[str, dict] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    """The scenarios in the order they started."""
+
+    def take(self, line: dict, run: ChapterRun, by_name: dict, verdicts: dict, decide, current: str | None):
+        """File one record line; decide a scenario when its end arrives. Returns the scenario running now."""
+        if "importError" in line and isinstance(line["importError"], dict):
+            run.import_errors.append(line["importError"])
+        elif "collectionError" in line and isinstance(line["collectionError"], dict):
+            run.collection_errors.append(line["collectionError"])
+        elif "flag" in line:
+            run.flags.append(str(line["flag"])[:300])
+        elif line.get("event") == "importing":
+            run.importing = str(line.get("module"))
+        elif line.get("event") == "imported":
+            run.importing = None
+        name = line.get("scenario")
+        if not isinstance(name, str) or name not in by_name or name in verdicts:
+            return current
+        if "snapshot" in line:
+            self.snapshots.setdefault(name, []).append(line.get("record"))
+        elif "plan" in line and isinstance(line["plan"], int):
+            if line.get("event") == "start":
+                self.plan_starts.setdefault(name, set()).add(line["plan"])
+            else:
+                self.plan_records.setdefault(name, {})[line["plan"]] = line.get("record")
+        elif line.get("event") == "start":
+            if name not in self.order:
+                self.order.append(name)
+            return name
+        elif line.get("event") == "end":
+            self.ends[name] = line
+            decide(name)
+            return None
         return current
-    if "snapshot" in line:
-        snapshots.setdefault(name, []).append(line.get("record"))
-    elif "plan" in line and isinstance(line["plan"], int):
-        if line.get("event") == "start":
-            plan_starts.setdefault(name, set()).add(line["plan"])
-        else:
-            plan_records.setdefault(name, {})[line["plan"]] = line.get("record")
-    elif line.get("event") == "start":
-        return name
-    elif line.get("event") == "end":
-        ends[name] = line
-        decide(name)
-        return None
-    return current
 
 
 def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float) -> Verdict:
@@ -424,14 +420,8 @@ def _module_file(implementation: str | None, module: str) -> str | None:
 
 
 def shown_where(where: str) -> str:
-    from course.judge.testrun import shown
-
     path, _, line = where.rpartition(":")
     return f"{shown(path)}:{line}"
-
-
-def _plain_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in (impl.IMPL_ENV, impl.CHAIN_ENV)}
 
 
 def _end(process: subprocess.Popen) -> None:
@@ -445,8 +435,6 @@ def _end(process: subprocess.Popen) -> None:
 
 def rerun_command(verdict: Verdict, implementation: str | None, chain: bool, root: Path) -> str:
     """The plain pytest command that reruns one scenario with the whole diff (-vv), judged in process."""
-    from course.judge.testrun import shown
-
     node = f"{verdict.file}::{verdict.scenario}"
     if root != Path.cwd().resolve():
         node = f"{root / verdict.file}::{verdict.scenario}"

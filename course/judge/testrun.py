@@ -58,9 +58,15 @@ class PytestRun:
         return "\n".join(self.output.rstrip().splitlines()[-lines:])
 
 
+def child_environment() -> dict[str, str]:
+    """This process's environment for a child pytest, without the implementation it would pick up:
+    the child is told which code to judge on its command line."""
+    return {k: v for k, v in os.environ.items() if k not in (impl.IMPL_ENV, impl.CHAIN_ENV)}
+
+
 def run_pytest(chapters: list[Chapter], extra: list[str] = ()) -> PytestRun:
     """The chapters' tests on the reference, in a child pytest (an instructor's command, not a verdict)."""
-    env = {k: v for k, v in os.environ.items() if k not in (impl.IMPL_ENV, impl.CHAIN_ENV)}
+    env = child_environment()
     command = [sys.executable, "-m", "pytest", *[c.test_file for c in chapters], "--reference", "-p",
                "no:cacheprovider", "-q", "--tb=line", *extra]
     result = subprocess.run(command, cwd=course_root(), env=env, stdin=subprocess.DEVNULL, capture_output=True,

@@ -171,6 +171,10 @@ class Divergence:
     expected: str | None  # None: the actual run has an extra line here
     actual: str | None  # None: the actual run stopped early
 
+    def as_dict(self) -> dict:
+        """As JSON results and records carry it."""
+        return {"section": self.section, "index": self.index, "expected": self.expected, "got": self.actual}
+
     def describe(self) -> str:
         expected = "(nothing)" if self.expected is None else self.expected
         actual = "(nothing)" if self.actual is None else self.actual

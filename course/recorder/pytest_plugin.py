@@ -156,7 +156,7 @@ class Recording:
         plans = ((self.plans or {}).get("sections") or {}).get(section, [])
         runner = scenarios.for_chapter(module).run_plan
         limit = min(PLAN_TIMEOUT, item.config.getoption("timeout", None) or PLAN_TIMEOUT)
-        loop, record = asyncio.Runner(), None
+        loop, timed_out = asyncio.Runner(), False
         for index, plan in enumerate(plans):
             self.write({"scenario": name, "plan": index, "event": "start"})
             with use_clock(StepClock()):
@@ -169,14 +169,14 @@ class Recording:
                 except Exception as error:  # the plan's runner failed on this implementation: that is its record
                     record = {"kind": "crashed", "raised": type(error).__name__, "message": str(error)[:500],
                               "where": _where(error, self.implementation)}
-                if stopped is not None or watch.fired:  # (even if something caught the interruption)
-                    # The section fails on this plan; the others would spin as long.
-                    record = {"kind": "timed out", "message": f"plan {index + 1} did not finish within {limit:g} s",
-                              "where": _where(stopped, self.implementation) if stopped else None}
-                    self.write({"scenario": name, "plan": index, "record": record})
-                    break
+            timed_out = stopped is not None or watch.fired > 0  # (even if something caught the interruption)
+            if timed_out:
+                record = {"kind": "timed out", "message": f"plan {index + 1} did not finish within {limit:g} s",
+                          "where": _where(stopped, self.implementation) if stopped else None}
             self.write({"scenario": name, "plan": index, "record": record})
-        if not plans or "timed out" != (record or {}).get("kind"):
+            if timed_out:
+                break  # the section fails on this plan; the others would spin as long
+        if not timed_out:
             loop.close()  # (after a time limit, never: closing would run the spinning task again)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
