@@ -22,22 +22,33 @@ OUTPUT_SHOWN = 20
 """Lines of a failing scenario's own output shown under it (the record keeps more)."""
 
 
+def implementation_options(parser: argparse.ArgumentParser) -> None:
+    """--impl and --chain, as every command that judges a student's code takes them."""
+    parser.add_argument("--impl", metavar="DIR", default=None,
+                        help="your chapter modules (default: $TINY_PI_IMPL, else ./student if it exists, "
+                             "else the reference)")
+    parser.add_argument("--chain", action="store_true",
+                        help="earlier chapters your modules import are yours too (not the reference)")
+
+
+def yours(chapter: Chapter, implementation: str | None) -> bool:
+    """Whether the chapter's module is the student's (else the reference stands in for it)."""
+    return implementation is not None and (Path(implementation) / f"{chapter.module}.py").is_file()
+
+
 def judged_code(chapter: Chapter, implementation: str | None) -> str:
     """Which code a chapter's verdict is about, in words."""
     if implementation is None:
         return "the reference (no student code)"
-    module = Path(implementation) / f"{chapter.module}.py"
-    if module.is_file():
-        return f"yours, {shown(module)}"
+    if yours(chapter, implementation):
+        return f"yours, {shown(Path(implementation) / f'{chapter.module}.py')}"
     return f"the reference: {shown(implementation)} has no {chapter.module}.py (run `course start {chapter.number}`)"
 
 
 def diagnosis(chapter: Chapter, run: ChapterRun, implementation: str | None, chain: bool) -> list[tuple[str, str]]:
     """Known mistakes the evidence identifies: only when the failures and their first divergences are
     exactly a known variant's (or exactly several variants' together), and the code is the student's."""
-    if implementation is None or chain or run.import_errors or run.flags:
-        return []
-    if not (Path(implementation) / f"{chapter.module}.py").is_file():
+    if not yours(chapter, implementation) or chain or run.import_errors or run.flags:
         return []
     return mutants.diagnose(chapter.number, mutants.evidence_of(run.verdicts))
 
@@ -147,6 +158,7 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
         print(f"Chapter {chapter.number} — {chapter.title}")
         print(f"judging: {judged_code(chapter, implementation)}\n", flush=True)
     reported_imports = False
+    run_state = ChapterRun(chapter, [])  # filled in as the records arrive
 
     def show(verdict: Verdict) -> None:
         nonlocal reported_imports
@@ -163,13 +175,8 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
         if not verdict.passed:
             print_failure(verdict, implementation, chain, chapter, root)
 
-    run_state = ChapterRun(chapter, [])
-
-    def on_verdict(verdict: Verdict) -> None:
-        show(verdict)
-
     run = judge_chapter(chapter, str(Path(implementation).resolve()) if implementation else None, root=root,
-                        chain=chain, on_verdict=on_verdict, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT)
+                        chain=chain, on_verdict=show, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT)
     if not quiet and run.import_errors and not reported_imports:
         print_import_errors(run)
     if not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
@@ -195,7 +202,7 @@ def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, fou
             print("\nno known mistake matches these failures exactly; what broke is shown under each scenario.")
     passed = sum(v.passed for v in run.verdicts)
     counts = f"\n{passed} of {len(run.verdicts)} scenarios pass"
-    if implementation is None or not (Path(implementation) / f"{chapter.module}.py").is_file():
+    if not yours(chapter, implementation):
         print(f"{counts} on the reference — none of it is your code; write yours with `course start {chapter.number}`, "
               f"then `course check {chapter.number}`")
     elif run.import_errors:
@@ -232,8 +239,7 @@ def status(args: argparse.Namespace) -> int:
         runs = list(pool.map(lambda c: run_check(c, implementation, args.chain, quiet=True)[0], CHAPTERS))
     rows = []
     for chapter, run in zip(CHAPTERS, runs):
-        written = implementation is not None and (Path(implementation) / f"{chapter.module}.py").is_file()
-        code = "yours" if written else "reference"
+        code = "yours" if yours(chapter, implementation) else "reference"
         sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
         for section in sections:
             in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
@@ -261,13 +267,6 @@ def status(args: argparse.Namespace) -> int:
 
 
 def register(commands) -> None:
-    def implementation_options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--impl", metavar="DIR", default=None,
-                            help="your chapter modules (default: $TINY_PI_IMPL, else ./student if it exists, "
-                                 "else the reference)")
-        parser.add_argument("--chain", action="store_true",
-                            help="earlier chapters your modules import are yours too (not the reference)")
-
     check_parser = commands.add_parser("check", help="run one chapter's scenarios against your modules")
     check_parser.add_argument("chapter", metavar="NN", help="the chapter number, e.g. 07")
     implementation_options(check_parser)

@@ -32,8 +32,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.manifest import find_chapter
+from course.judge import check
 from course.judge.terminal import paint
+from course.manifest import find_chapter
 from course.judge.session import Verdict as Scenario
 from course.judge.testrun import course_root, default_implementation, shown
 
@@ -493,9 +494,7 @@ def broken_promises_of(scenario: Scenario) -> list[str]:
 def hint(args: argparse.Namespace) -> int:
     chapter = find_chapter(args.chapter)
     implementation = default_implementation(args.impl)
-    from course.judge.check import run_check
-
-    run, _ = run_check(chapter, implementation, args.chain, quiet=True, timeout=args.timeout)
+    run, _ = check.run_check(chapter, implementation, args.chain, quiet=True, timeout=args.timeout)
     judged = shown(implementation) if implementation else "the reference checkpoints"
     failing = [s for s in run.verdicts if not s.passed]
     if args.scenario:
@@ -553,11 +552,7 @@ def register(commands) -> None:
                         help="the scenario (e.g. 'test_terminal_row[length]'); default: the first failing one")
     parser.add_argument("--step", type=int, default=None, metavar="N",
                         help=f"show hints 1 to N (1-{STEPS}); without it, each call shows one more")
-    parser.add_argument("--impl", metavar="DIR", default=None,
-                        help="your chapter modules (default: $TINY_PI_IMPL, else ./student if it exists, "
-                             "else the reference)")
-    parser.add_argument("--chain", action="store_true",
-                        help="earlier chapters your modules import are yours too (not the reference)")
+    check.implementation_options(parser)
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="seconds one scenario may take before it is stopped (default 10)")
     parser.set_defaults(handler=hint)

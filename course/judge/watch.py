@@ -68,11 +68,7 @@ def watch(args: argparse.Namespace, changes: Iterable[set] | None = None,
 def register(commands) -> None:
     parser = commands.add_parser("watch", help="re-run `course check NN` whenever your files change")
     parser.add_argument("chapter", metavar="NN")
-    parser.add_argument("--impl", metavar="DIR", default=None,
-                        help="your chapter modules (default: $TINY_PI_IMPL, else ./student if it exists, "
-                             "else the reference)")
-    parser.add_argument("--chain", action="store_true",
-                        help="earlier chapters your modules import are yours too (not the reference)")
+    check.implementation_options(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"stop a scenario that runs longer than S seconds (default {DEFAULT_TIMEOUT:g}) "
                              "and go on watching")
