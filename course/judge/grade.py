@@ -77,8 +77,9 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
     elif run.timed_out:
         hung = [v for v in run.verdicts if v.status == "timeout"]
         grade.status = "timeout"
-        grade.problem = f"{len(hung)} scenario(s) ran past their limit, first {hung[0].scenario}" + (
-            f"; the whole run was stopped at {wall:g} s" if run.stopped else "")
+        grade.problem = "; ".join(
+            ([f"{len(hung)} scenario(s) ran past their limit, first {hung[0].scenario}"] if hung else [])
+            + ([f"the whole run was stopped at {wall:g} s"] if run.stopped else []))
     elif passed == 0 and all(v.status in ("error", "not run") for v in run.verdicts):
         grade.status = "broken"
         problems = [v.problem for v in run.verdicts if v.problem]

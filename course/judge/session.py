@@ -99,7 +99,7 @@ class ChapterRun:
 
     @property
     def timed_out(self) -> bool:
-        return any(v.status == "timeout" for v in self.verdicts)
+        return self.stopped or any(v.status == "timeout" for v in self.verdicts)
 
 
 def judge_snapshots(expected: Expected, records: list, end: dict | None) -> Verdict:
@@ -318,7 +318,10 @@ def judge_chapter(
                         if finished:
                             break
                         now = time.monotonic()
-                        if now - last > timeout + 5 or (wall is not None and now - started_at > wall):
+                        if wall is not None and now - started_at > wall:
+                            hung = run.stopped = True
+                            break
+                        if now - last > timeout + 5:
                             hung = True
                             break
                         time.sleep(0.02)
@@ -329,17 +332,18 @@ def judge_chapter(
                 break
             if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
                 run.import_errors.append({"module": run.importing, "file": _module_file(implementation, run.importing),
-                                          "line": None,
-                                          "problem": f"importing it did not finish within {timeout + 5:g} s"})
+                                          "line": None, "problem": "importing it did not finish: " + (
+                                              f"the whole run was stopped at {wall:g} s" if run.stopped
+                                              else f"no progress for {timeout + 5:g} s")})
                 run.importing = None
                 break
             if current is not None and current in by_name and current not in verdicts:
                 verdicts[current] = _timed_out(by_name[current], received.plan_starts.get(current, set()),
-                                               plans.get(by_name[current].generated or "", []), chapter, timeout)
+                                               plans.get(by_name[current].generated or "", []), chapter, timeout,
+                                               wall if run.stopped else None)
                 if on_verdict is not None:
                     on_verdict(verdicts[current])
-            if wall is not None and time.monotonic() - started_at > wall:
-                run.stopped = True
+            if run.stopped:
                 break
             run.restarts += 1
             skip = [name for name in by_name if name in verdicts]
@@ -352,10 +356,14 @@ def judge_chapter(
                                              "at import time)"})
     for exp in expected:
         if exp.scenario not in verdicts:
-            problem = "not run: the module does not import" if run.import_errors else \
-                "no record: the scenario never ran to its end (the run stopped, or its records were lost)"
-            verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, "error" if not run.import_errors
-                                             else "not run", exp.section, exp.purpose, problem=problem)
+            if run.import_errors:
+                status, problem = "not run", "not run: the module does not import"
+            elif run.stopped:
+                status, problem = "not run", f"not run: the whole run was stopped at {wall:g} s"
+            else:
+                status, problem = "error", "no record: the test process ended before this scenario ran to its end"
+            verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, status, exp.section, exp.purpose,
+                                             problem=problem)
     # In the order the test module runs them (the order their records began), then any never started.
     order = {name: n for n, name in enumerate(received.order)}
     run.verdicts = sorted((verdicts[e.scenario] for e in expected), key=lambda v: order.get(v.scenario, len(order)))
@@ -406,9 +414,12 @@ class _Received:
         return current
 
 
-def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float) -> Verdict:
+def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float,
+               wall: float | None) -> Verdict:
+    problem = f"still running when the whole run was stopped at {wall:g} s" if wall is not None else \
+        f"did not finish within {timeout:g} s: stopped, and the other scenarios ran on"
     verdict = Verdict(expected.scenario, chapter.test_file, "timeout", expected.section, expected.purpose,
-                      problem=f"did not finish within {timeout:g} s: stopped, and the other scenarios ran on")
+                      problem=problem)
     if expected.generated and started:
         index = max(started)
         verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(chapter.module, plans[index])
