@@ -6,11 +6,11 @@ nothing raises out of the executor except cancellation.
 
 from __future__ import annotations
 
-import copy
-
 from jsonschema.exceptions import best_match
 
-from course.runtime.messages import ToolCall, ToolResultMessage, arguments_problem, strict_json, tool_result
+from course.runtime.messages import (
+    ToolCall, ToolResultMessage, arguments_problem, check_json, json_copy, tool_result,
+)
 from course.runtime.tools import Registry, ToolExecutionContext, error_result
 
 
@@ -30,14 +30,14 @@ async def execute_tool_call(call: ToolCall, registry: Registry, context: ToolExe
 
     try:
         # The tool gets its own copy: the arguments also live in the transcript's assistant message.
-        output = await tool.execute(copy.deepcopy(call["arguments"]), context)
+        output = await tool.execute(json_copy(call["arguments"]), context)
     except Exception as exc:
         return error_result(call, str(exc) or type(exc).__name__)
 
     if not isinstance(output, dict) or not isinstance(output.get("content"), list):
         return error_result(call, f"Tool {call['name']} returned {type(output).__name__}, not a dict with a content list")
     try:
-        strict_json([output["content"], output.get("details")])  # a transcript is JSON
+        check_json([output["content"], output.get("details")])  # a transcript is JSON
     except (TypeError, ValueError) as error:
         return error_result(call, f"Tool {call['name']} returned output that is not JSON: {error}")
     return tool_result(

@@ -21,7 +21,7 @@ from checkpoints.ch06_tool_execution import execute_tool_call as execute_core_to
 from course.runtime.abort import AbortSignal
 from course.runtime.loop_inputs import check_loop_options, keep_transcript
 from course.runtime.messages import (
-    AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, strict_json, tool_calls,
+    AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, check_json, tool_calls,
 )
 from course.runtime.stream import Model, ModelEvent, guard_stream
 from course.runtime.tools import Registry, ToolExecutionContext, error_result
@@ -269,7 +269,7 @@ def result_problem(call: ToolCall, result: object) -> str | None:
     if not isinstance(result.get("content"), list) or not isinstance(result.get("isError"), bool):
         return f"Executor returned a malformed tool result for call {call['id']}"
     try:
-        strict_json(result)  # a transcript is JSON
+        check_json(result)  # a transcript is JSON
     except (TypeError, ValueError) as error:
         return f"Executor returned a result for call {call['id']} that is not JSON: {error}"
     return None

@@ -129,6 +129,24 @@ def test_the_compiled_check_and_jsonschema_agree_on_every_generated_schema_and_p
     compiled_and_jsonschema_agree()
 
 
+# --- JSON checks and copies: the encoder's verdict and deepcopy's result, without their cost ---
+
+def test_check_json_gives_strict_jsons_verdict_and_error_on_every_generated_value():
+    from test_properties import import_hypothesis_without_assert_rewriting
+    import_hypothesis_without_assert_rewriting()
+    from json_verdicts import check_json_agrees_with_strict_json
+
+    check_json_agrees_with_strict_json()
+
+
+def test_json_copy_makes_what_deepcopy_makes_sharing_no_container():
+    from test_properties import import_hypothesis_without_assert_rewriting
+    import_hypothesis_without_assert_rewriting()
+    from json_verdicts import json_copy_makes_what_deepcopy_makes
+
+    json_copy_makes_what_deepcopy_makes()
+
+
 # --- JSON text: the same text and the same errors as the encoder, without building it per call ---
 
 def _cycle():

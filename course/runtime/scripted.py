@@ -5,13 +5,13 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Union
 
 from course.runtime.abort import AbortSignal
 from course.runtime.clock import now
 from course.runtime.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message, encoding_function
-from course.runtime.stream import AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
+from course.runtime.stream import CHECKED_STREAMS, AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
 
 Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
 
@@ -52,15 +52,12 @@ class ScriptedModel:
         self.request_count += 1
         if self._record:
             self.requests.append(copy.deepcopy(request))
-        return AssistantMessageEventStream(self._answer(index, request, signal))
+        return _ScriptedStream(self, index, request, signal)
 
-    async def _answer(self, index: int, request: ModelRequest, signal: AbortSignal | None) -> AsyncIterator[ModelEvent]:
-        if signal is not None and signal.aborted:
-            yield error_event("aborted", "Request was aborted")
-            return
+    async def _message(self, index: int, request: ModelRequest) -> AssistantMessage | ModelEvent:
+        """The answer to request `index`, stamped now; or the error event that ends it instead."""
         if index >= len(self.responses):
-            yield error_event("error", f"ScriptedModel has no response for request {index + 1}")
-            return
+            return error_event("error", f"ScriptedModel has no response for request {index + 1}")
         response = self.responses[index]
         if callable(response):
             response = response(request)  # read-only: it is the loop's own list
@@ -72,23 +69,72 @@ class ScriptedModel:
         else:
             message = copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own
         message["timestamp"] = now()
+        return message
 
-        yield {"type": "start"}
-        streamed = 0
-        for block in message["content"]:
-            if signal is not None and signal.aborted:
-                break
-            if block["type"] == "text":
-                yield {"type": "text_delta", "contentIndex": streamed, "delta": block["text"]}
-            elif block["type"] == "toolCall":
-                yield {"type": "toolcall_delta", "contentIndex": streamed, "delta": compact_json(block["arguments"])}
-                yield {"type": "toolcall_end", "contentIndex": streamed, "toolCall": block}
-            streamed += 1
 
+def scripted_events(message: AssistantMessage, signal: AbortSignal | None) -> Iterator[ModelEvent]:
+    """The events a provider would stream for `message`, block by block, watching `signal` between them."""
+    yield {"type": "start"}
+    streamed = 0
+    for block in message["content"]:
         if signal is not None and signal.aborted:
-            # Like a provider: an aborted answer keeps what was fully streamed before the abort.
-            yield error_event("aborted", "Request was aborted", message["content"][:streamed])
-        elif message["stopReason"] in ("error", "aborted"):
-            yield {"type": "error", "reason": message["stopReason"], "error": message}
-        else:
-            yield {"type": "done", "reason": message["stopReason"], "message": message}
+            break
+        if block["type"] == "text":
+            yield {"type": "text_delta", "contentIndex": streamed, "delta": block["text"]}
+        elif block["type"] == "toolCall":
+            yield {"type": "toolcall_delta", "contentIndex": streamed, "delta": compact_json(block["arguments"])}
+            yield {"type": "toolcall_end", "contentIndex": streamed, "toolCall": block}
+        streamed += 1
+
+    if signal is not None and signal.aborted:
+        # Like a provider: an aborted answer keeps what was fully streamed before the abort.
+        yield error_event("aborted", "Request was aborted", message["content"][:streamed])
+    elif message["stopReason"] in ("error", "aborted"):
+        yield {"type": "error", "reason": message["stopReason"], "error": message}
+    else:
+        yield {"type": "done", "reason": message["stopReason"], "message": message}
+
+
+class _ScriptedStream(AssistantMessageEventStream):
+    """A scripted answer's stream: the answer is made on the first read, its events by a plain generator
+    as the consumer asks (an async generator per answer would cost more than streaming it)."""
+
+    def __init__(self, model: ScriptedModel, index: int, request: ModelRequest, signal: AbortSignal | None) -> None:
+        super().__init__()
+        self._pulls = True
+        self._model, self._index, self._request, self._signal = model, index, request, signal
+        self._events: Iterator[ModelEvent] | None = None
+
+    async def __anext__(self) -> ModelEvent:
+        if self._queue:
+            return self._queue.popleft()
+        if self._final is not None:
+            raise StopAsyncIteration
+        return self._next() if self._events is not None else await self._pull()
+
+    async def _pull(self) -> ModelEvent:
+        """The first event: the answer is made (and awaited, if its function is async) on the first read."""
+        if self._events is None:
+            signal = self._signal
+            if signal is not None and signal.aborted:
+                return self._checked(error_event("aborted", "Request was aborted"))
+            try:
+                message = await self._model._message(self._index, self._request)
+            except Exception as exc:  # a scripted function that raised: the answer ends in error, like a provider's
+                return self._checked(error_event("error", str(exc) or type(exc).__name__))
+            if message.get("role") != "assistant":
+                return self._checked(message)  # the error event that ends it
+            self._events = scripted_events(message, signal)
+        return self._next()
+
+    def _next(self) -> ModelEvent:
+        try:
+            event = next(self._events)
+        except Exception as exc:  # a message the model cannot stream (a malformed block): an error, checked
+            return self._checked(error_event("error", str(exc) or type(exc).__name__))
+        kind = event["type"]
+        if kind != "done" and kind != "error":
+            return event
+        return self._checked(event)
+
+CHECKED_STREAMS.add(_ScriptedStream)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Protocol, TypedDict
 
 from course.runtime.abort import AbortSignal
-from course.runtime.messages import AssistantMessage, ToolCall, assistant_message, strict_json
+from course.runtime.messages import AssistantMessage, ToolCall, assistant_message, check_json
 
 
 class StartEvent(TypedDict):
@@ -187,7 +187,7 @@ def assistant_problem(message: object) -> str | None:
             continue
         return f"Model returned a malformed content block at index {index}"
     try:
-        strict_json(message)  # the transcript must stay JSON every provider and terminal accepts
+        check_json(message)  # the transcript must stay JSON every provider and terminal accepts
     except (TypeError, ValueError) as error:
         return f"Model returned a message that is not JSON: {error}"
     return None
@@ -215,9 +215,14 @@ def guard_stream(open_stream: Callable[[], AssistantMessageEventStream]) -> Assi
         failed = AssistantMessageEventStream()
         failed.push(stream_failed(str(exc) or type(exc).__name__))
         return failed
-    if type(stream) is AssistantMessageEventStream:
-        return stream  # checks every event itself (push) and never raises: no second layer needed
+    if type(stream) in CHECKED_STREAMS:
+        return stream  # checks every event itself and never raises: no second layer needed
     return _ForeignStream(stream)
+
+
+CHECKED_STREAMS: set[type] = {AssistantMessageEventStream}
+"""The runtime's own stream classes, exactly (not their subclasses): each holds its events to the contract
+itself, so guard_stream passes them through as they are."""
 
 
 class _ForeignStream(AssistantMessageEventStream):
@@ -245,6 +250,10 @@ class _ForeignStream(AssistantMessageEventStream):
                 event = await self._events.__anext__()
             except StopAsyncIteration:
                 event = None
+            if type(event) is dict:  # most events: a plain dict whose type does not end the stream
+                kind = event.get("type")
+                if type(kind) is str and kind != "done" and kind != "error":
+                    return event
             if event is not None and not (isinstance(event, dict) and event.get("type") in ("done", "error")):
                 event = self._checked(event)  # ends the stream itself if `event` is not a model event
                 if self._final is not None:

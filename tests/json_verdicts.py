@@ -1,0 +1,85 @@
+"""Generated values, JSON and not: `check_json` must give `strict_json`'s verdict and error on each,
+and `json_copy` must make what `copy.deepcopy` makes.
+
+A module of its own because it imports Hypothesis, which test_costs.py imports only when the test runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course.runtime.messages import MAX_DEPTH, check_json, json_copy, strict_json
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class Text(str):
+    pass
+
+
+class Mapping(dict):
+    pass
+
+
+def nested(depth: int, inner: object) -> object:
+    for _ in range(depth - 1):
+        inner = [inner]
+    return inner
+
+
+KEYS = st.sampled_from(["a", "path", "é", "项目", "\ud800", ""]) | st.text(max_size=3)
+ODD_KEYS = st.sampled_from([1, 2.5, True, None, (1,), Text("t")])
+SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(-2**70, 2**70)
+           | st.sampled_from([2**63 - 1, 2**63, -2**63]) | st.just(5000).map(lambda n: 10**n)  # past json's 4,300 digits
+           | st.floats() | st.sampled_from([float("nan"), float("inf"), -float("inf"), 0.5]) | st.text(max_size=4) | st.sampled_from(["\ud800", "a\udfffb", "😀", "é"]))
+ODD = st.sampled_from([{1, 2}, b"x", Colour.RED, uuid.UUID(int=1), Text("t"), 1j, object()])
+VALUES = st.recursive(
+    SCALARS | ODD,
+    lambda inner: (st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(KEYS, inner, max_size=4)
+                   | st.dictionaries(ODD_KEYS, inner, max_size=2) | st.builds(Mapping, st.dictionaries(KEYS, inner, max_size=2))
+                   | st.builds(nested, st.sampled_from([MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1]), inner)),
+    max_leaves=10,
+)
+
+
+def outcome(check, value):
+    try:
+        check(value)
+    except (TypeError, ValueError) as error:
+        return type(error), str(error)
+    return None
+
+
+@settings(max_examples=600, deadline=None, database=None)
+@given(VALUES)
+def check_json_agrees_with_strict_json(value):
+    assert outcome(check_json, value) == outcome(strict_json, value)
+
+
+PLAIN = st.recursive(SCALARS.filter(lambda v: v == v), lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(KEYS, inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(PLAIN)
+def json_copy_makes_what_deepcopy_makes(value):
+    copied = json_copy(value)
+    assert copied == copy.deepcopy(value) and type(copied) is type(value)
+    if isinstance(value, (dict, list)):
+        assert copied is not value
+        stack = [(value, copied)]
+        while stack:  # no container is shared with the original, at any depth
+            original, made = stack.pop()
+            items = original.values() if isinstance(original, dict) else original
+            made_items = made.values() if isinstance(made, dict) else made
+            for a, b in zip(items, made_items):
+                if isinstance(a, (dict, list)):
+                    assert a is not b
+                    stack.append((a, b))
