@@ -54,22 +54,23 @@ class ScriptedModel:
             self.requests.append(copy.deepcopy(request))
         return _ScriptedStream(self, index, request, signal)
 
-    async def _message(self, index: int, request: ModelRequest) -> AssistantMessage | ModelEvent:
-        """The answer to request `index`, stamped now; or the error event that ends it instead."""
+    def _response(self, index: int, request: ModelRequest) -> AssistantMessage | ModelEvent | Awaitable:
+        """The answer to request `index` (an awaitable, if its function is async), or the error event that
+        ends it instead."""
         if index >= len(self.responses):
             return error_event("error", f"ScriptedModel has no response for request {index + 1}")
         response = self.responses[index]
-        if callable(response):
-            response = response(request)  # read-only: it is the loop's own list
-            if type(response) is not dict and inspect.isawaitable(response):
-                response = await response
-            # Built for this request: a shallow copy keeps the stamp off the function's object, and a deep
-            # copy per step would be most of a benchmark step's cost.
-            message: AssistantMessage = response.copy() if type(response) is dict else copy.copy(response)
-        else:
-            message = copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own
-        message["timestamp"] = now()
-        return message
+        if not callable(response):
+            return copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own (stamped after)
+        return response(request)  # read-only: it is the loop's own list
+
+
+def _stamped(response: object) -> AssistantMessage:
+    """An answer a function built for this request, stamped now on a shallow copy: the stamp stays off the
+    function's object, and a deep copy per step would be most of a benchmark step's cost."""
+    message: AssistantMessage = response.copy() if type(response) is dict else copy.copy(response)
+    message["timestamp"] = now()
+    return message
 
 
 def scripted_events(message: AssistantMessage, signal: AbortSignal | None) -> Iterator[ModelEvent]:
@@ -119,11 +120,14 @@ class _ScriptedStream(AssistantMessageEventStream):
             if signal is not None and signal.aborted:
                 return self._checked(error_event("aborted", "Request was aborted"))
             try:
-                message = await self._model._message(self._index, self._request)
+                response = self._model._response(self._index, self._request)
+                if type(response) is not dict and inspect.isawaitable(response):
+                    response = await response
+                if type(response) is dict and response.get("type") == "error":
+                    return self._checked(response)  # no response for this request: the error event that ends it
+                message = _stamped(response)
             except Exception as exc:  # a scripted function that raised: the answer ends in error, like a provider's
                 return self._checked(error_event("error", str(exc) or type(exc).__name__))
-            if message.get("role") != "assistant":
-                return self._checked(message)  # the error event that ends it
             self._events = scripted_events(message, signal)
         return self._next()
 

@@ -40,6 +40,7 @@ AGREED_KEYWORDS = _SUBSCHEMA | _SUBSCHEMA_LISTS | _SUBSCHEMA_MAPS | _VALUES | fr
 })
 
 _EXACT_INT = 2**53  # past this jsonschema-rs compares as floats
+_NO_ERRORS: Iterator[ValidationError] = iter(())  # exhausted for ever: one for every valid call
 _MAX_DEPTH = 64
 
 
@@ -56,7 +57,7 @@ class ArgumentValidator:
 
     def iter_errors(self, instance: Any) -> Iterator[ValidationError]:
         if self.compiled is not None and plain_json(instance) and self.compiled.is_valid(instance):
-            return iter(())
+            return _NO_ERRORS
         return self.reference.iter_errors(instance)
 
     def is_valid(self, instance: Any) -> bool:
