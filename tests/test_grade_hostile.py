@@ -149,7 +149,7 @@ class Grades:
         env = {**os.environ, "TINY_PI_TEST_SECRET": SECRET, "OPENAI_API_KEY": SECRET}
         self.children: dict[str, subprocess.Popen] = {}
         for name, args in {
-            "hostile": ["07", str(self.hostile), "--timeout", "40", "--scenario-timeout", "8", "--jobs", "2",
+            "hostile": ["07", str(self.hostile), "--timeout", "120", "--scenario-timeout", "8", "--jobs", "2",
                         "--json", "hostile.json", "--results", "results"],
             "published": ["07", str(self.seeded), "--json", "published.json"],
             "secret": ["07", str(self.seeded), "--seed", str(self.seed), "--json", "secret.json"],
