@@ -17,7 +17,7 @@ from course.runtime import readme_example as readme
 from course.recorder.harness import load_checkpoint, run_loop
 from course.runtime.messages import assistant_message, text, tool_call, tool_result
 from course.runtime.scripted import ScriptedModel
-from course.runtime.stream import AssistantMessageEventStream
+from course.runtime.stream import AssistantMessageEventStream, guard_stream
 from course.runtime.tools import Registry, Tool
 
 pytestmark = pytest.mark.asyncio
@@ -478,3 +478,31 @@ async def test_a_thousand_calls_in_one_batch_run_together_and_answer_in_call_ord
     assert [r["toolCallId"] for r in results] == [c["id"] for c in calls]
     assert [r["content"] for r in results] == [[text(str(n))] for n in range(1000)]
     assert (run.reason, len(run.executions), run.problems) == ("stop", 1000, [])
+
+
+# result() may be awaited before, during or after iterating: every event is still iterated once, in order.
+STREAMED = [{"type": "start"}, {"type": "text_delta", "contentIndex": 0, "delta": "项目"},
+            {"type": "done", "reason": "stop", "message": ANSWER}]
+STREAMS = {
+    "own_stream_with_a_source": lambda: AssistantMessageEventStream(_source_yielding(*copy.deepcopy(STREAMED))),
+    "foreign_stream": lambda: RawStream(STREAMED, ANSWER),
+    "scripted": lambda: ScriptedModel([ANSWER]).stream({"systemPrompt": "", "messages": [], "tools": []}),
+}
+
+
+@pytest.mark.parametrize("read_after", [0, 1, 2, 3])
+@pytest.mark.parametrize("kind", list(STREAMS))
+async def test_result_awaited_mid_stream_keeps_every_event_in_order(kind, read_after):
+    stream = guard_stream(STREAMS[kind])
+    seen = []
+    async for event in stream:
+        seen.append(event["type"])
+        if len(seen) == read_after:
+            assert (await stream.result())["content"] == ANSWER["content"]
+    if read_after == 0:
+        assert seen == ["start", "text_delta", "done"]
+        stream = guard_stream(STREAMS[kind])
+        final = await stream.result()
+        assert [event["type"] async for event in stream] == ["start", "text_delta", "done"]
+        assert await stream.result() is final and final["content"] == ANSWER["content"]
+    assert seen == ["start", "text_delta", "done"]

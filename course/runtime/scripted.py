@@ -111,9 +111,9 @@ class _ScriptedStream(AssistantMessageEventStream):
             return self._queue.popleft()
         if self._final is not None:
             raise StopAsyncIteration
-        return self._next() if self._events is not None else await self._pull()
+        return self._next() if self._events is not None else await self._first()
 
-    async def _pull(self) -> ModelEvent:
+    async def _first(self) -> ModelEvent:
         """The first event: the answer is made (and awaited, if its function is async) on the first read."""
         if self._events is None:
             signal = self._signal

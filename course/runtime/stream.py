@@ -112,18 +112,9 @@ class AssistantMessageEventStream:
         self._wakeup = asyncio.get_running_loop().create_future()
         await self._wakeup
 
-    async def _pull(self) -> ModelEvent:
-        """The source's next event, checked; the source is closed as soon as the answer is complete."""
-        try:
-            event = await self._source.__anext__()
-        except StopAsyncIteration:
-            event = error_event("error", "Model stream ended without a done or error event")
-        except Exception as exc:  # a provider bug must end the stream, not the run
-            event = error_event("error", str(exc) or type(exc).__name__)
-        if type(event) is dict:  # most events: a plain dict whose type does not end the stream
-            kind = event.get("type")
-            if type(kind) is str and kind != "done" and kind != "error":
-                return event
+    async def _ended(self, event: object) -> ModelEvent:
+        """The event that ends the stream (or breaks its contract), checked; the source is closed as soon
+        as the answer is complete."""
         event = self._checked(event)
         if self._final is not None:
             await self._close_source()
@@ -149,19 +140,35 @@ class AssistantMessageEventStream:
             return self._queue.popleft()
         if self._final is not None:
             raise StopAsyncIteration
-        if self._pulls:
-            return await self._pull()  # pulled as the consumer asks: no queue in between
-        while not self._queue:
-            await self._pushed()
-        return self._queue.popleft()
+        if not self._pulls:
+            while not self._queue:
+                await self._pushed()
+            return self._queue.popleft()
+        # Pulled from the source as the consumer asks, read here: no queue and no second coroutine between.
+        try:
+            event = await self._source.__anext__()
+        except StopAsyncIteration:
+            event = error_event("error", "Model stream ended without a done or error event")
+        except Exception as exc:  # a provider bug must end the stream, not the run
+            event = error_event("error", str(exc) or type(exc).__name__)
+        if type(event) is dict:  # most events: a plain dict whose type does not end the stream
+            kind = event.get("type")
+            if type(kind) is str and kind != "done" and kind != "error":
+                return event
+        return await self._ended(event)
 
     async def result(self) -> AssistantMessage:
         """The final assistant message (waits for, or pulls, the rest of the stream)."""
-        while self._final is None:
-            if self._pulls:
-                self._queue.append(await self._pull())
-            else:
+        if not self._pulls:
+            while self._final is None:
                 await self._pushed()
+            return self._final
+        pulled: list[ModelEvent] = []
+        try:
+            while self._final is None:
+                pulled.append(await self.__anext__())  # queued events first, so their order is kept
+        finally:
+            self._queue.extend(pulled)  # still to be iterated, in order, even if this was cancelled
         return self._final
 
 
@@ -239,31 +246,38 @@ class _ForeignStream(AssistantMessageEventStream):
         self._stream = stream
         self._events: AsyncIterator[ModelEvent] | None = None
 
-    async def _pull(self) -> ModelEvent:
+    async def __anext__(self) -> ModelEvent:
+        if self._queue:
+            return self._queue.popleft()
+        if self._final is not None:
+            raise StopAsyncIteration
         try:
-            if self._events is None:
+            events = self._events
+            if events is None:
                 if not hasattr(type(self._stream), "__aiter__"):
                     raise TypeError(f"'async for' requires an object with __aiter__ method, "
                                     f"got {type(self._stream).__name__}")
-                self._events = self._source = self._stream.__aiter__()
+                events = self._events = self._source = self._stream.__aiter__()
             try:
-                event = await self._events.__anext__()
+                event = await events.__anext__()
             except StopAsyncIteration:
                 event = None
             if type(event) is dict:  # most events: a plain dict whose type does not end the stream
                 kind = event.get("type")
                 if type(kind) is str and kind != "done" and kind != "error":
                     return event
-            if event is not None and not (isinstance(event, dict) and event.get("type") in ("done", "error")):
-                event = self._checked(event)  # ends the stream itself if `event` is not a model event
-                if self._final is not None:
-                    await self._close_source()
-                return event
-            await self._close_source()
-            message = await self._stream.result()
+            return await self._last(event)
         except Exception as exc:
             await self._close_source()
             return self._checked(stream_failed(str(exc) or type(exc).__name__))
+
+    async def _last(self, event: object) -> ModelEvent:
+        """After an event that is not an ordinary one (the final event, the end, or a non-event): the
+        stream's `result()` is the answer."""
+        if event is not None and not (isinstance(event, dict) and event.get("type") in ("done", "error")):
+            return await self._ended(event)  # ends the stream itself if `event` is not a model event
+        await self._close_source()
+        message = await self._stream.result()
         if event is not None and (event.get("message") or event.get("error")) is message:
             return self._checked(event)
         reason = message.get("stopReason") if isinstance(message, dict) else None
