@@ -10,7 +10,7 @@ import copy
 import enum
 import uuid
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from course.runtime.messages import MAX_DEPTH, check_json, json_copy, strict_json
@@ -57,10 +57,23 @@ def outcome(check, value):
     return None
 
 
+# Each place a value may break the rules, in a dict and in a list, besides whatever Hypothesis draws.
+EDGES = [bad for breaking in ("\ud800", "a\udfffb", float("nan"), float("-inf"), 2**63, -2**63, 10**5000 // 7,
+                              {1, 2}, b"x", Colour.RED, Text("t"), (1,))
+         for bad in ({"a": breaking}, [breaking], {"a": [1, {"b": breaking}]}, ["s", 1, breaking])]
+EDGES += [{"\ud800": 1}, {1: 1}, {"a": 1, 2: 1}, nested(MAX_DEPTH, 1), nested(MAX_DEPTH + 1, 1),
+          nested(MAX_DEPTH, {}), nested(MAX_DEPTH + 1, {}), nested(MAX_DEPTH - 1, {"a": []}), Mapping(a=1)]
+
+
 @settings(max_examples=600, deadline=None, database=None)
 @given(VALUES)
 def check_json_agrees_with_strict_json(value):
     assert outcome(check_json, value) == outcome(strict_json, value)
+
+
+def check_json_agrees_on_every_edge():
+    for value in EDGES:
+        assert outcome(check_json, value) == outcome(strict_json, value), value
 
 
 PLAIN = st.recursive(SCALARS.filter(lambda v: v == v), lambda inner: st.lists(inner, max_size=4)

@@ -134,8 +134,9 @@ def test_the_compiled_check_and_jsonschema_agree_on_every_generated_schema_and_p
 def test_check_json_gives_strict_jsons_verdict_and_error_on_every_generated_value():
     from test_properties import import_hypothesis_without_assert_rewriting
     import_hypothesis_without_assert_rewriting()
-    from json_verdicts import check_json_agrees_with_strict_json
+    from json_verdicts import check_json_agrees_on_every_edge, check_json_agrees_with_strict_json
 
+    check_json_agrees_on_every_edge()
     check_json_agrees_with_strict_json()
 
 

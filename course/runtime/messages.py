@@ -124,36 +124,48 @@ _EXACT_INT = 2**63  # past this an int goes to strict_json (json refuses ints of
 
 
 def _plain_json(value: Any, depth: int) -> bool:
-    """True if `value` is certainly JSON a transcript may hold; False if only encoding it can tell."""
+    """True if `value` is certainly JSON a transcript may hold; False if only encoding it can tell.
+
+    The scalars inside a dict or list are checked in its loop, not by a call each: most of a message is
+    strings and ints, and a call per value would cost more than the check."""
     kind = type(value)
     if kind is dict:
         if depth > MAX_DEPTH:
             return False
         for key, item in value.items():
-            if type(key) is not str or not (key.isascii() or _utf8(key)) or not _plain_item(item, depth):
+            if type(key) is not str or not (key.isascii() or _utf8(key)):
+                return False
+            kind = type(item)
+            if kind is str:
+                if not (item.isascii() or _utf8(item)):
+                    return False
+            elif kind is int:
+                if not -_EXACT_INT < item < _EXACT_INT:
+                    return False
+            elif not (kind is bool or item is None or _plain_json(item, depth + 1)):
                 return False
         return True
     if kind is list:
         if depth > MAX_DEPTH:
             return False
         for item in value:
-            if not _plain_item(item, depth):
+            kind = type(item)
+            if kind is str:
+                if not (item.isascii() or _utf8(item)):
+                    return False
+            elif kind is int:
+                if not -_EXACT_INT < item < _EXACT_INT:
+                    return False
+            elif not (kind is bool or item is None or _plain_json(item, depth + 1)):
                 return False
         return True
-    return _plain_item(value, depth - 1)
-
-
-def _plain_item(item: Any, depth: int) -> bool:
-    kind = type(item)
     if kind is str:
-        return item.isascii() or _utf8(item)
+        return value.isascii() or _utf8(value)
     if kind is int:
-        return -_EXACT_INT < item < _EXACT_INT
-    if kind is bool or item is None:
-        return True
+        return -_EXACT_INT < value < _EXACT_INT
     if kind is float:
-        return math.isfinite(item)
-    return _plain_json(item, depth + 1) if kind is dict or kind is list else False
+        return math.isfinite(value)
+    return kind is bool or value is None
 
 
 def _utf8(s: str) -> bool:
