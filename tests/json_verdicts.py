@@ -96,3 +96,66 @@ def json_copy_makes_what_deepcopy_makes(value):
                 if isinstance(a, (dict, list)):
                     assert a is not b
                     stack.append((a, b))
+
+
+# Assistant messages, well-formed and broken in every field: assistant_problem's one-pass check must
+# give the verdict and the words of the full check.
+TEXT = st.text(max_size=3) | st.sampled_from(["项目", "\ud800", "ok"])
+BLOCK = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": TEXT | SCALARS}),
+    st.fixed_dictionaries({"type": st.just("toolCall"), "id": TEXT | SCALARS, "name": TEXT,
+                           "arguments": st.dictionaries(KEYS, VALUES, max_size=2) | VALUES},
+                          optional={"argumentsError": TEXT | SCALARS, "argumentsText": TEXT, "extra": VALUES}),
+    st.fixed_dictionaries({"type": st.sampled_from(["image", None, 1])}),
+    VALUES,
+)
+MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["assistant", "assistant", "user", Text("assistant")]),
+     "content": st.lists(BLOCK, max_size=3) | st.tuples(BLOCK) | VALUES,
+     "stopReason": st.sampled_from(["stop", "toolUse", "length", "error", "aborted", "oops", None])},
+    optional={"timestamp": SCALARS, "errorMessage": TEXT | SCALARS, "usage": VALUES, 7: SCALARS},
+) | st.builds(Mapping, role=st.just("assistant"), content=st.just([]), stopReason=st.just("stop")) | VALUES
+
+
+@settings(max_examples=800, deadline=None, database=None)
+@given(MESSAGE)
+def assistant_problem_agrees_with_the_full_check(message):
+    from course.runtime.stream import _assistant_problem_in_full, assistant_problem
+
+    assert assistant_problem(message) == _assistant_problem_in_full(message)
+
+
+def _edge_messages():
+    base = {"role": "assistant", "stopReason": "toolUse", "timestamp": 5,
+            "content": [{"type": "text", "text": "ok"}, {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"p": 1}}]}
+    bads = ["\ud800", "项目", float("nan"), 2**63, {1, 2}, Text("x"), 5, None, Mapping(a=1), (1,), {1: 2},
+            *(nested(depth, 1) for depth in range(MAX_DEPTH - 4, MAX_DEPTH + 3)), [float("inf")]]
+
+    def at(path, value):
+        message = copy.deepcopy(base)
+        target = message
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+        return message
+
+    places = [("timestamp",), ("errorMessage",), ("usage",), ("content", 0, "text"), ("content", 0, "extra"),
+              ("content", 1, "id"), ("content", 1, "name"), ("content", 1, "arguments", "p"),
+              ("content", 1, "arguments"), ("content", 1, "argumentsError"), ("content", 1, "argumentsText"),
+              ("content", 1, "extra")]
+    messages = [at(place, bad) for place in places for bad in bads]
+    messages += [at(("content", 1, "arguments"), {bad: 1}) for bad in ("\ud800", 1, "é")]
+    messages += [{**base, "\ud800": 1}, {**base, 1: 1}, {**base, "é": 1}, Mapping(base), {**base, "role": Text("assistant")},
+                 {**base, "content": tuple(base["content"])}, at(("content", 0), Mapping(type="text", text="ok")),
+                 at(("content", 1), Mapping(base["content"][1])), {**base, "stopReason": Text("stop")}]
+    return messages
+
+
+EDGE_MESSAGES = _edge_messages()
+
+
+def assistant_problem_agrees_on_every_edge():
+    from course.runtime.stream import _assistant_problem_in_full, assistant_problem
+
+    for message in EDGE_MESSAGES:
+        assert assistant_problem(message) == _assistant_problem_in_full(message), message

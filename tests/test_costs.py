@@ -140,6 +140,15 @@ def test_check_json_gives_strict_jsons_verdict_and_error_on_every_generated_valu
     check_json_agrees_with_strict_json()
 
 
+def test_assistant_problem_in_one_pass_gives_the_full_checks_verdict_and_words():
+    from test_properties import import_hypothesis_without_assert_rewriting
+    import_hypothesis_without_assert_rewriting()
+    from json_verdicts import assistant_problem_agrees_on_every_edge, assistant_problem_agrees_with_the_full_check
+
+    assistant_problem_agrees_on_every_edge()
+    assistant_problem_agrees_with_the_full_check()
+
+
 def test_json_copy_makes_what_deepcopy_makes_sharing_no_container():
     from test_properties import import_hypothesis_without_assert_rewriting
     import_hypothesis_without_assert_rewriting()

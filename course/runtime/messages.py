@@ -116,15 +116,16 @@ def check_json(value: Any) -> None:
     model's message: 1 µs instead of 1.4, or 1.3 instead of 5.8 with non-ASCII text); anything else is
     encoded by `strict_json`, which decides and says why.
     """
-    if not _plain_json(value, 1):
+    if not certainly_json(value):
         strict_json(value)
 
 
 _EXACT_INT = 2**63  # past this an int goes to strict_json (json refuses ints of more than 4,300 digits)
 
 
-def _plain_json(value: Any, depth: int) -> bool:
+def certainly_json(value: Any, depth: int = 1) -> bool:
     """True if `value` is certainly JSON a transcript may hold; False if only encoding it can tell.
+    `depth` is the nesting level `value` itself is at (a top-level list or object is level 1).
 
     The scalars inside a dict or list are checked in its loop, not by a call each: most of a message is
     strings and ints, and a call per value would cost more than the check."""
@@ -142,7 +143,7 @@ def _plain_json(value: Any, depth: int) -> bool:
             elif kind is int:
                 if not -_EXACT_INT < item < _EXACT_INT:
                     return False
-            elif not (kind is bool or item is None or _plain_json(item, depth + 1)):
+            elif not (kind is bool or item is None or certainly_json(item, depth + 1)):
                 return False
         return True
     if kind is list:
@@ -156,7 +157,7 @@ def _plain_json(value: Any, depth: int) -> bool:
             elif kind is int:
                 if not -_EXACT_INT < item < _EXACT_INT:
                     return False
-            elif not (kind is bool or item is None or _plain_json(item, depth + 1)):
+            elif not (kind is bool or item is None or certainly_json(item, depth + 1)):
                 return False
         return True
     if kind is str:

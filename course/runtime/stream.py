@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Protocol, TypedDict
 
 from course.runtime.abort import AbortSignal
-from course.runtime.messages import AssistantMessage, ToolCall, assistant_message, check_json
+from course.runtime.messages import AssistantMessage, ToolCall, assistant_message, certainly_json, check_json
 
 
 class StartEvent(TypedDict):
@@ -177,6 +177,44 @@ _STOP_REASONS = ("stop", "toolUse", "length", "error", "aborted")
 
 def assistant_problem(message: object) -> str | None:
     """What makes `message` not a well-formed assistant message, or None."""
+    if _certainly_well_formed(message):
+        return None  # the common case, decided in one pass
+    return _assistant_problem_in_full(message)
+
+
+def _certainly_well_formed(message: object) -> bool:
+    """True if `message` is certainly a well-formed assistant message a transcript may hold, seen in one
+    pass: an exact dict whose blocks have exactly their own fields and whose values are plain JSON.
+    False leaves it to the full check, which decides and says why."""
+    if type(message) is not dict or message.get("role") != "assistant" or message.get("stopReason") not in _STOP_REASONS:
+        return False
+    content = message.get("content")
+    if type(content) is not list:
+        return False
+    for key, value in message.items():  # role and stopReason are checked above, content below
+        if key != "content" and key != "role" and key != "stopReason" and not (
+                type(key) is str and key.isascii() and certainly_json(value, 2)):
+            return False
+    for block in content:
+        if type(block) is not dict:
+            return False
+        kind = block.get("type")
+        if kind == "text":
+            if len(block) != 2 or not (type(block.get("text")) is str and certainly_json(block["text"], 3)):
+                return False
+        elif kind == "toolCall":
+            if len(block) != 4:
+                return False  # argumentsError, argumentsText or fields of its own: the full check
+            id_, name, arguments = block.get("id"), block.get("name"), block.get("arguments")
+            if type(id_) is not str or type(name) is not str or type(arguments) is not dict \
+                    or not (id_.isascii() and name.isascii() and certainly_json(arguments, 4)):
+                return False
+        else:
+            return False
+    return True
+
+
+def _assistant_problem_in_full(message: object) -> str | None:
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return f"Model returned {type(message).__name__} instead of an assistant message"
     if message.get("stopReason") not in _STOP_REASONS:
