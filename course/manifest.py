@@ -14,6 +14,8 @@ class Chapter:
     """The checkpoint module's name, in `checkpoints/` and in a student's directory."""
     title: str
     """What the chapter builds."""
+    names: tuple[str, ...] = ()
+    """What the chapter's tests use of the module: a module without one of them cannot be judged."""
     weights: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
     """Points per section for `course grade` (a section not listed is worth 1), earned in proportion
     to the section's scenarios passed."""
@@ -34,10 +36,11 @@ class Chapter:
 
 
 CHAPTERS: list[Chapter] = [
-    Chapter("06", "ch06_tool_execution", "Executing one tool call"),
-    Chapter("07", "ch07_agent_loop", "The agent loop",
+    Chapter("06", "ch06_tool_execution", "Executing one tool call", ("execute_tool_call",)),
+    Chapter("07", "ch07_agent_loop", "The agent loop", ("AgentLoopOptions", "run_agent_loop"),
             weights={"纯文本 stop": 1, "单工具往返": 2, "非执行终态": 2, "并发工具": 2, "取消与上限": 3}),
-    Chapter("08", "ch08_workspace_read", "A workspace read tool"),
+    Chapter("08", "ch08_workspace_read", "A workspace read tool",
+            ("create_read_tool", "DEFAULT_MAX_LINES", "DEFAULT_MAX_BYTES")),
 ]
 
 

@@ -42,6 +42,8 @@ LENGTH_SIGNATURE = mutants.load_signatures()["07"]["length-executes-tools"]
 TOOLS_ON_LENGTH = next(m for m in mutants.variants(LOOP) if m.name == "length-executes-tools").source(REFERENCE_LOOP)
 # Never finishes a tool batch: every scenario with a tool call hangs until its time limit stops it.
 HANGING_TOOLS = variant('emit({"type": "tool_start", "call": call})', "await asyncio.Event().wait()")
+# The loop under another name for its options class: nothing the chapter's tests can call.
+NO_OPTIONS = REFERENCE_LOOP.replace("AgentLoopOptions", "LoopSettings")
 # Hangs in the first tool batch the process runs (the README round trip), and only there.
 HANGS_ONCE = variant('emit({"type": "tool_start", "call": call})',
                      'if not HUNG:\n    HUNG.append(call)\n    await asyncio.Event().wait()\n'
@@ -149,12 +151,18 @@ def launch(tmp_path_factory) -> Launched:
     write_module(ws / "order", RESULTS_IN_START_ORDER)
     write_module(ws / "tools_once", TOOLS_OFFERED_ONCE)
     write_module(ws / "syntax", "import asyncio\n\n\ndef run_agent_loop(options:\n    pass\n")
+    write_module(ws / "no_names", NO_OPTIONS)
+    write_module(ws / "later_broken", REFERENCE_LOOP)
+    (ws / "later_broken" / "ch08_workspace_read.py").write_text("import os\n\ndef create_read_tool(root:\n")
     write_module(ws / "spins", SPINS_ON_BATCHES)
     write_module(ws / "spins_at_import", "while True:\n    pass\n")
     write_module(ws / "submissions" / "ana", REFERENCE_LOOP)
     write_module(ws / "submissions" / "ben", TOOLS_ON_LENGTH)
     write_module(ws / "submissions" / "cy", "def run_agent_loop(options:\n")
     write_module(ws / "submissions" / "dee", HANGS_ONCE)
+    write_module(ws / "submissions" / "gus", REFERENCE_LOOP)  # with a chapter 08 begun and broken
+    (ws / "submissions" / "gus" / "ch08_workspace_read.py").write_text("def create_read_tool(root:\n")
+    write_module(ws / "submissions" / "hal", NO_OPTIONS)
     write_module(ws / "slow_submissions" / "flo", HANGING_TOOLS)
     (ws / "submissions" / "eve").mkdir()  # handed in nothing
     (ws / "nothing").mkdir()  # a directory without student/: the reference is judged, and says so
@@ -189,6 +197,8 @@ def launch(tmp_path_factory) -> Launched:
     launched.start("correct", "check", "07", "--impl", "correct")
     launched.start("tools_once", "check", "07", "--impl", "tools_once", "--json", "tools_once.json")
     launched.start("syntax", "check", "07", "--impl", "syntax")
+    launched.start("no_names", "check", "07", "--impl", "no_names")
+    launched.start("later_broken", "check", "07", "--impl", "later_broken")
     launched.start("spins", "check", "07", "--impl", "spins", "--timeout", "2", yielding=False)
     launched.start("nothing", "check", "07", cwd=ws / "nothing")
     launched.start("spins_at_import", "check", "07", "--impl", "spins_at_import", "--timeout", "1", yielding=False)
@@ -294,12 +304,33 @@ def test_a_module_that_does_not_import_is_reported_once_with_its_line(runs):
         "Chapter 07 — The agent loop",
         f"judging: yours, {Path('syntax', LOOP.module + '.py')}",
         "",
-        "your module does not import, so no scenario could run:",
+        "your module does not import, so no scenario could be judged:",
         f"  {Path('syntax', LOOP.module + '.py')}, line 4: SyntaxError: '(' was never closed",
         "      def run_agent_loop(options:",
         "",
         f"0 of {len(runs.scenarios)} scenarios pass — chapter 07 fails: your module does not import",
     ]
+
+
+def test_a_module_without_the_chapters_names_is_reported_once(runs):
+    code, out, _ = runs.result("no_names")
+    assert code == 1
+    assert out.splitlines() == [
+        "Chapter 07 — The agent loop",
+        f"judging: yours, {Path('no_names', LOOP.module + '.py')}",
+        "",
+        "your module lacks what the chapter's tests use, so no scenario could be judged:",
+        f"  {Path('no_names', LOOP.module + '.py')}: it has no AgentLoopOptions: the chapter's tests use "
+        "`AgentLoopOptions` and `run_agent_loop` (`course start 07` writes each of them, for you to fill in)",
+        "",
+        f"0 of {len(runs.scenarios)} scenarios pass — chapter 07 fails: your module lacks what the chapter's tests use",
+    ]
+
+
+def test_a_later_chapters_broken_module_does_not_fail_this_one(runs):
+    code, out, _ = runs.result("later_broken")
+    assert (code, out.splitlines()[-1]) == (0, f"{len(runs.scenarios)} of {len(runs.scenarios)} scenarios pass "
+                                               "— chapter 07 passes"), out
 
 
 def test_a_loop_that_spins_for_ever_fails_named_scenarios_and_the_rest_still_run(runs):
@@ -455,8 +486,11 @@ def test_grade_reports_each_submission_and_stops_the_hanging_one(runs):
     total = str(len(runs.scenarios))
     assert {name: (row["status"], row["total"]) for name, row in rows.items()} == {
         "ana": ("pass", total), "ben": ("fail", total), "cy": ("broken", total), "dee": ("timeout", total),
-        "eve": ("missing", "0"),
+        "eve": ("missing", "0"), "gus": ("pass", total), "hal": ("broken", total),
     }
+    assert rows["hal"]["problem"] == f"{LOOP.module}.py: it has no AgentLoopOptions: the chapter's tests use " \
+                                     "`AgentLoopOptions` and `run_agent_loop` (`course start 07` writes each of them, " \
+                                     "for you to fill in)"
     assert rows["ana"]["passed"] == total and rows["ana"]["points"] == rows["ana"]["max_points"] == "10.0"
     assert rows["ben"]["passed"] == str(len(runs.scenarios) - len(LENGTH_SIGNATURE)) and float(rows["ben"]["points"]) < 10
     assert rows["cy"]["problem"] == f"{LOOP.module}.py, line 1: SyntaxError: '(' was never closed"
@@ -465,7 +499,7 @@ def test_grade_reports_each_submission_and_stops_the_hanging_one(runs):
     assert rows["dee"]["TestSingleToolRoundTrip::test_readme_round_trip"] == "timeout"
     assert rows["dee"]["passed"] == str(len(runs.scenarios) - 1)  # the others still ran, and passed
     assert rows["ben"]["TestNonExecutingTerminals::test_terminal_row[length]"] == "failed"
-    assert "grading chapter 07: 100%" in err and "5/5" in err  # tqdm's bar
+    assert "grading chapter 07: 100%" in err and "7/7" in err  # tqdm's bar
     as_json = json.loads((runs.workspace / "grades.json").read_text(encoding="utf-8"))
     assert [(g["submission"], g["status"], g["passed"]) for g in as_json["grades"]] == [
         (name, row["status"], int(row["passed"])) for name, row in rows.items()]

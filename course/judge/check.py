@@ -53,8 +53,15 @@ def diagnosis(chapter: Chapter, run: ChapterRun, implementation: str | None, cha
     return mutants.diagnose(chapter.number, mutants.evidence_of(run.verdicts))
 
 
+def unusable(run: ChapterRun) -> str:
+    """Why the student's module could not be judged, in a few words."""
+    if all(error.get("missing") for error in run.import_errors):
+        return "your module lacks what the chapter's tests use"
+    return "your module does not import"
+
+
 def print_import_errors(run: ChapterRun) -> None:
-    print("your module does not import, so no scenario could run:")
+    print(f"{unusable(run)}, so no scenario could be judged:")
     for error in run.import_errors:
         where = shown(error["file"]) if error.get("file") else error.get("module")
         line = f", line {error['line']}" if error.get("line") else ""
@@ -206,7 +213,7 @@ def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, fou
         print(f"{counts} on the reference — none of it is your code; write yours with `course start {chapter.number}`, "
               f"then `course check {chapter.number}`")
     elif run.import_errors:
-        print(f"{counts} — chapter {chapter.number} fails: your module does not import")
+        print(f"{counts} — chapter {chapter.number} fails: {unusable(run)}")
     else:
         print(f"{counts} — chapter {chapter.number} {'passes' if run.passed else 'fails'}")
 

@@ -180,14 +180,23 @@ class Recording:
             loop.close()  # (after a time limit, never: closing would run the spinning task again)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """A module that does not import is reported once, before any scenario, with file and line."""
-        for module in self.implementation.written_modules():
-            self.write({"event": "importing", "module": module})
+        """A module that does not import, or lacks a name the chapter's tests use, is reported once,
+        before any scenario, with file and line. Only the modules this run judges are looked at: a
+        later chapter's half-written module is none of chapter 07's business."""
+        written = set(self.implementation.written_modules())
+        for chapter in judged_chapters(session, self.implementation.chain):
+            if chapter.module not in written:
+                continue
+            self.write({"event": "importing", "module": chapter.module})
             try:
-                self.implementation.load(module)
+                loaded = self.implementation.load(chapter.module)
             except BaseException as error:  # SyntaxError, ImportError, SystemExit, anything at import
-                self.write({"importError": import_problem(module, error, self.implementation)})
-            self.write({"event": "imported", "module": module})
+                self.write({"importError": import_problem(chapter.module, error, self.implementation)})
+            else:
+                missing = [name for name in chapter.names if not hasattr(loaded, name)]
+                if missing:
+                    self.write({"importError": missing_names(chapter, missing, self.implementation)})
+            self.write({"event": "imported", "module": chapter.module})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location) -> None:
@@ -245,6 +254,27 @@ class ForbiddenImports:
             self.recording.write({"flag": f"tried to import {fullname}"})
             raise ImportError(f"{fullname} is not available to a graded submission")
         return None
+
+
+def judged_chapters(session: pytest.Session, chain: bool) -> list:
+    """The chapters whose test modules this run collected, and under `chain` the earlier ones their
+    modules import (carry-forward gives them the reference otherwise)."""
+    from course.manifest import CHAPTERS
+
+    collected = {Path(str(item.fspath)).name for item in session.items}
+    judged = [i for i, chapter in enumerate(CHAPTERS) if Path(chapter.test_file).name in collected]
+    if chain and judged:
+        return CHAPTERS[: max(judged) + 1]
+    return [CHAPTERS[i] for i in judged]
+
+
+def missing_names(chapter, missing: list[str], implementation: impl.Implementation) -> dict:
+    """A chapter module that imports but lacks what the chapter's tests call: one problem, not one per scenario."""
+    file = implementation.directory / f"{chapter.module}.py" if implementation.directory else None
+    names = " and ".join(f"`{name}`" for name in chapter.names)
+    return {"module": chapter.module, "file": str(file) if file else None, "line": None, "missing": missing,
+            "problem": f"it has no {', '.join(missing)}: the chapter's tests use {names} "
+                       f"(`course start {chapter.number}` writes each of them, for you to fill in)"}
 
 
 def import_problem(module: str, error: BaseException, implementation: impl.Implementation) -> dict:
