@@ -159,6 +159,8 @@ class AssistantMessageEventStream:
 
     async def result(self) -> AssistantMessage:
         """The final assistant message (waits for, or pulls, the rest of the stream)."""
+        if self._final is not None:
+            return self._final  # the usual case: read after the stream was iterated to its end
         if not self._pulls:
             while self._final is None:
                 await self._pushed()
