@@ -291,6 +291,16 @@ def test_a_scenario_is_named_by_the_end_of_its_id(command):
     assert command("nothing_like_it")[0] == 2
 
 
+def test_the_scenario_may_follow_the_options(command, tmp_path, capsys):
+    command.run = fake_run(scenario("TestX::test_terminal_row[length]", divergence=LENGTH),
+                           scenario("TestX::test_terminal_row[error]"))
+    capsys.readouterr()
+    assert cli.main(["hint", "07", "--impl", str(tmp_path), "test_terminal_row[error]", "--step", "1"]) == 0
+    assert "hints for TestX::test_terminal_row[error]" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # two would-be scenarios: still refused, as any unknown argument is
+        cli.main(["hint", "07", "--impl", str(tmp_path), "test_terminal_row[error]", "another"])
+
+
 def test_a_chapter_that_passes_has_nothing_to_hint(command):
     command.run = fake_run(scenario("TestPureStop::test_pure_stop", "passed"), exit_code=0)
     code, out = command()

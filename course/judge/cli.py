@@ -51,7 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse fills an optional positional only before the options: `course hint 07 --impl DIR SCENARIO`
+    # leaves SCENARIO over. It is the scenario all the same.
+    if len(extra) == 1 and not extra[0].startswith("-") and getattr(args, "scenario", False) is None:
+        args.scenario, extra = extra[0], []
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     missing_extra = extras.check_installed(args.command)  # an install hint, not a traceback or "0 of 0"
     if missing_extra is not None:
         return missing_extra
