@@ -49,6 +49,24 @@ def tls_context():
     return ssl.create_default_context()
 
 
+PROVIDERS = [pytest.param("openai", marks=skip_without("openai")),
+             pytest.param("anthropic", marks=skip_without("anthropic"))]
+ALL_TEXT = {"openai": 3, "anthropic": 5}
+"""How many events of each provider's recorded README stream carry all of its text ("我先读取项目说明。")."""
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request):
+    """Each test that takes it runs once per provider (skipped without that provider's SDK)."""
+    return request.param
+
+
+@pytest.fixture
+def server():
+    with LoopbackServer() as server:
+        yield server
+
+
 def make_model(provider: str, server: LoopbackServer, **options):
     """A provider model talking to `server`, with no retries, a short timeout and requests recorded."""
     if provider == "openai":

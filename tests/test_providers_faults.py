@@ -10,7 +10,9 @@ import asyncio
 
 import pytest
 import pytest_asyncio
-from loopback import LoopbackServer, Reply, collect, make_model, readme_request, recorded, skip_without, tool_call_stream
+from loopback import (  # noqa: F401 — provider and server are fixtures
+    ALL_TEXT, Reply, collect, make_model, provider, readme_request, recorded, server, tool_call_stream,
+)
 
 from course.judge import cli
 from course.recorder.harness import load_prerequisite, run_loop
@@ -20,20 +22,6 @@ from course.runtime.messages import text
 from course.runtime.providers import streaming
 from course.runtime.tools import Registry
 
-PROVIDERS = [pytest.param("openai", marks=skip_without("openai")),
-             pytest.param("anthropic", marks=skip_without("anthropic"))]
-ALL_TEXT = {"openai": 3, "anthropic": 5}  # events of the README stream carrying all of its text
-
-
-@pytest.fixture(params=PROVIDERS)
-def provider(request):
-    return request.param
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as server:
-        yield server
 
 
 @pytest_asyncio.fixture

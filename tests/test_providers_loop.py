@@ -5,7 +5,9 @@ import asyncio
 
 import pytest
 import pytest_asyncio
-from loopback import LoopbackServer, Reply, collect, make_model, readme_request, recorded, skip_without
+from loopback import (  # noqa: F401 — provider and server are fixtures
+    ALL_TEXT, Reply, collect, make_model, provider, readme_request, recorded, server, skip_without,
+)
 
 from course.judge import cli
 from course.runtime import readme_example as readme
@@ -15,24 +17,9 @@ from course.runtime.messages import text, user_message
 from course.runtime.providers.streaming import parse_arguments
 from course.runtime.tools import Registry
 
-PROVIDERS = [pytest.param("openai", marks=skip_without("openai")),
-             pytest.param("anthropic", marks=skip_without("anthropic"))]
-# How many events of each provider's recorded README stream carry all of its text ("我先读取项目说明。"),
-# and how many leave its tool call started but unfinished.
-ALL_TEXT = {"openai": 3, "anthropic": 5}
+# How many events of each provider's recorded README stream leave its tool call started but unfinished.
 CALL_UNFINISHED = {"openai": 5, "anthropic": 9}
 LENGTH_STREAM = {"openai": "openai_length_in_arguments.sse", "anthropic": "anthropic_max_tokens_in_arguments.sse"}
-
-
-@pytest.fixture(params=PROVIDERS)
-def provider(request):
-    return request.param
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as server:
-        yield server
 
 
 @pytest_asyncio.fixture
