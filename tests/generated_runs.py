@@ -50,7 +50,8 @@ def chosen_settings() -> tuple[str, settings, int | None]:
 MODULE = "ch07_agent_loop"
 IS_ERROR = {"succeed": False, "abort": False, "hold": False, "ignore_cancel": False, "watch": False,
             "raise": True, "raise_empty": True, "report_error": True, "not_json": True, "garbage": True,
-            "wrong_call": True, "wrong_tool": True, "bad_arguments": True, "unknown_tool": True}
+            "wrong_call": True, "wrong_tool": True, "wrong_role": True, "no_content": True, "error_not_bool": True,
+            "bad_arguments": True, "unknown_tool": True}
 
 
 def outcome_problems(plan: dict, record: dict) -> list[str]:

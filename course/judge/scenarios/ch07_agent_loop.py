@@ -28,7 +28,7 @@ from course.judge.invariants import _check_events, _check_requests, _check_trans
 from course.judge.timeline import event_line, message_row, request_row
 
 RUNNING = ["succeed", "succeed", "succeed", "succeed", "raise", "raise_empty", "report_error", "not_json", "garbage"]
-INJECTED_ONLY = ["wrong_call", "wrong_tool"]
+INJECTED_ONLY = ["wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool"]
 REFUSED = ["bad_arguments", "unknown_tool"]
 HOLDING = ["hold", "ignore_cancel"]
 HOOKED = ["tool_end", "tool_start", "assistant_message", "tool_progress", "model_event", "tool_skipped", "turn_end"]

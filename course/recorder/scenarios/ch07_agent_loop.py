@@ -19,6 +19,8 @@ A plan (JSON, drawn by `course.judge.scenarios.ch07_agent_loop`):
 What a call's tool does (`does`): succeed, raise, raise_empty, report_error, abort (aborts the run's signal),
 not_json, garbage (an injected executor's answer that is not a dict; a registry tool's output that is not
 one), wrong_call / wrong_tool (an injected executor answering another call's id or another tool's name),
+wrong_role / no_content / error_not_bool (an injected executor's answer for the right call that is not a
+tool result: another role, no content, an isError that is not a bool),
 bad_arguments / unknown_tool (refused by the chapter 06 executor: the tool never runs), hold (runs until
 the task is cancelled), ignore_cancel (the same, but answers anyway when cancelled), watch (runs until the
 run's signal is aborted). Progress: `before` reports come as the tool starts, `during` ones once its turn
@@ -53,7 +55,7 @@ SECTIONS = {
 
 REFUSED = ("bad_arguments", "unknown_tool")
 HOLDING = ("hold", "ignore_cancel", "watch")
-LOOSE = ("wrong_call", "wrong_tool", "garbage", "not_json")
+LOOSE = ("wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool", "garbage", "not_json")
 """An injected executor's answers the loop must refuse: the error result's wording is the loop's own."""
 SYSTEM_PROMPT = "You are tiny-pi."
 STALE_TOOLS = [{"name": "stale", "description": "left over from an earlier run", "parameters": {"type": "object"}}]
@@ -270,6 +272,12 @@ async def run_plan(plan: dict, load) -> dict:
                     return tool_result(tool_call((siblings or ["someone-else"])[0], "probe", {}), [text("not yours")])
                 if does == "wrong_tool":
                     return tool_result(tool_call(call_id, "other", {}), [text("not mine")])
+                if does == "wrong_role":
+                    return {**make_result([text(f"{call_id} done")], False), "role": "assistant"}
+                if does == "no_content":
+                    return {k: v for k, v in make_result([text(f"{call_id} done")], False).items() if k != "content"}
+                if does == "error_not_bool":
+                    return {**make_result([text(f"{call_id} done")], False), "isError": "no"}
                 return make_result([text(f"{call_id} done")], does == "report_error")
             finally:
                 batch.finished(call_id)
