@@ -7,7 +7,9 @@ a schema, nested objects and arrays, every JSON type, enum, minimum, minLength):
 - `arguments`: arguments that fit it, or that break it in exactly one place (a wrong type at any
   depth, a missing required property, an extra property, a value out of the enum or below the
   minimum, an empty string), so that the one error the result names is the same whichever of
-  jsonschema's ways to find errors an implementation uses; calls to names the registry lacks.
+  jsonschema's ways to find errors an implementation uses; calls to names the registry lacks;
+  arguments that are not JSON (the text cut short or not an object, with `argumentsError`; NaN, an
+  infinity, a lone surrogate or a set inside the object).
 - `outputs`: the tool returns a well-formed output (a non-bool isError, falsy or missing details,
   extra keys), a malformed one (not a dict, no content, content not a list), or one holding values
   JSON cannot hold.
@@ -190,6 +192,26 @@ def broken(r: random.Random, value: Any, schema: dict) -> tuple[Any, str]:
     return value, f"{what} at {_path(path)}"
 
 
+# What a provider leaves when the model's arguments text was not a complete JSON object: the text, and why.
+CUT_SHORT = [('{"path": READ', "Expecting value at character 10"),
+             ('["README.md"]', "a JSON array, not an object"),
+             ('{"path":"README.md","limit":1', "the text ends before the object does")]
+NOT_JSON_VALUES = [{"$float": "nan"}, {"$float": "inf"}, "\ud800", {"$set": [1]}]
+"""Values a parsed object may still hold that no transcript may (markers as in the recorder's `decode`)."""
+
+
+def arguments_not_json(r: random.Random, arguments: Any) -> dict:
+    """How a call's arguments are not JSON: the text was cut short or was no object (`argumentsError`,
+    the arguments left `{}`), or the object holds a value JSON cannot (NaN, a lone surrogate, a set)."""
+    if r.random() < 0.5 or not isinstance(arguments, dict):
+        text, why = pick(r, CUT_SHORT)
+        return {"arguments": {}, "argumentsError": why, "argumentsText": text, "notJson": f"cut short: {why}"}
+    value = pick(r, NOT_JSON_VALUES)
+    key = pick(r, sorted(arguments) or ["extra"])
+    return {"arguments": {**arguments, key: value}, "argumentsEncoded": True,
+            "notJson": f"{key} holds {_compact(value)}"}
+
+
 def _path(path: tuple) -> str:
     return "/".join(str(step) for step in path) or "arguments"
 
@@ -275,7 +297,8 @@ PROGRESS = [[text("step 1")], [text("step 2")], [text("half"), IMAGE], []]
 def execution_plan(seed: int, focus: str) -> dict:
     """The plan of one seed, in one section (`focus`): which call, what the tool does, every detail."""
     r = random.Random(seed)
-    call_kind = pick(r, ["runs"] * 2 + ["breaks the schema"] * 5 + ["unknown"] * 3) if focus == "arguments" else "runs"
+    call_kind = pick(r, ["runs"] * 2 + ["breaks the schema"] * 5 + ["unknown"] * 3 + ["not JSON"] * 2) \
+        if focus == "arguments" else "runs"
     names = r.sample(TOOL_NAMES, r.randint(1, 3))
     parameters = object_schema(r, 2, top=True)
     tools = [{"name": name, "parameters": parameters if n == 0 else {"type": "object", "properties": {}}}
@@ -287,7 +310,10 @@ def execution_plan(seed: int, focus: str) -> dict:
         name = pick(r, ["nope", name.capitalize(), name + " ", ""])
     elif call_kind == "breaks the schema":
         arguments, plan["brokenBy"] = broken(r, arguments, parameters)
-    plan["call"] = {"id": pick(r, ["call-1", "toolu_01", "c 2"]), "name": name, "arguments": arguments}
+    call = {"id": pick(r, ["call-1", "toolu_01", "c 2"]), "name": name, "arguments": arguments}
+    if call_kind == "not JSON":
+        call.update(arguments_not_json(r, arguments))
+    plan["call"] = call
     plan["signalAborted"] = focus == "context" and up_to(r, 3) == 0
     progress = pick(r, [0, 0, 1, 2]) if focus == "context" else pick(r, [0, 1]) if focus == "failures" else 0
     changes = pick(r, [0, 1, 1, 2]) if focus == "context" else 0
@@ -392,6 +418,8 @@ def describe(plan: dict) -> str:
     parts = [f"call {call['id']!r} to {call['name']!r} with {_compact(call['arguments'])}"]
     if plan.get("brokenBy"):
         parts.append(f"the arguments break the schema: {plan['brokenBy']}")
+    if call.get("notJson"):
+        parts.append(f"the arguments are not valid JSON ({call['notJson']}): the tool must not run")
     if plan.get("signalAborted"):
         parts.append("the caller's signal is already aborted")
     does = plan["does"]
