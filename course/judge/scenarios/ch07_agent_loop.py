@@ -292,6 +292,8 @@ def _render(record: dict) -> str:
     out = ["## observations", f"run              {ended}",
            f"model requests   {len(requests) if isinstance(requests, list) else requests}",
            f"tool executions  {len(record.get('executions') or [])}",
+           *([f"without signal   {', '.join(map(str, record['withoutTheRunsSignal']))} (their context lacks the "
+              "run's signal)"] if record.get("withoutTheRunsSignal") else []),
            f"tasks left       {record.get('tasksLeft')}",
            f"invariants       {'hold' if not problems else f'{len(problems)} broken'}"]
     out += [f"  broken {n}  {problem}" for n, problem in enumerate(problems, 1)]

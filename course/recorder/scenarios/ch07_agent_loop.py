@@ -212,6 +212,7 @@ async def run_plan(plan: dict, load) -> dict:
         batch = Batch(step["finishOrder"])
         batches.update((call_id, batch) for call_id in step["finishOrder"])
     executed: list[str] = []
+    unsignalled: list[str] = []
     holding: set[str] = set()
     returned: set[str] = set()
     late: list[tuple[str, object]] = []  # (call id, its progress callback) of the calls that asked to report late
@@ -243,6 +244,8 @@ async def run_plan(plan: dict, load) -> dict:
 
     async def behave(call_id: str, context, make_result, call: dict | None):
         executed.append(call_id)
+        if getattr(context, "signal", None) is not controller.signal:
+            unsignalled.append(call_id)  # the tool cannot see the run's abort
         plan_call = calls[call_id]
         for _ in range(plan_call["before"]):
             context.report_progress([text(f"{call_id} starting")])
@@ -421,6 +424,7 @@ async def run_plan(plan: dict, load) -> dict:
         events=jsonable(events) if plan["observer"] == "present" else None,
         requests=requests,
         executions=sorted(executed),
+        withoutTheRunsSignal=sorted(unsignalled),
         callerMessagesAfter="as the caller left them" if jsonable(caller_messages) == jsonable(caller_expects)
         else jsonable(caller_messages),
         contextAfter="as the caller left it" if (sorted(context) == context_keys
