@@ -67,7 +67,13 @@ BAD_BYTES = {
     "4-byte character cut after 3 bytes": "😀".encode()[:3] + b"\n",
 }
 """What makes a file binary or not UTF-8. A cut character is always followed by another byte: one cut
-by the end of the file is noticed only by a read that reaches the end, which the chapter leaves open."""
+by the end of the file is noticed only by a read that reaches the end, which the chapter leaves open
+(a window that ends before it may be served) — except in CUT_AT_THE_END, a one-line file that every
+read has to read to its end."""
+
+CUT_AT_THE_END = ("cut_end.txt", b"ab" + "汉".encode()[:2])
+"""A single line without a newline whose last character is cut by the end of the file: four bytes, under
+every cap, so every read of it reaches the end, where the cut shows (a decoder told it was the end)."""
 
 
 @st.composite
@@ -249,9 +255,10 @@ def refusal_plans(draw) -> dict:
     files = {f"bad{n}.txt": draw(bad_files()) for n in range(draw(st.integers(1, 3)))}
     entries = base_entries() + [{"path": name, "type": "file", **f} for name, f in files.items()]
     entries += [{"path": "empty.txt", "type": "file", "hex": ""}, {"path": "pipe", "type": "fifo"},
-                {"path": "agent.sock", "type": "socket"}, {"path": "null", "type": "device"}]
+                {"path": "agent.sock", "type": "socket"}, {"path": "null", "type": "device"},
+                {"path": CUT_AT_THE_END[0], "type": "file", "hex": CUT_AT_THE_END[1].hex()}]
     caps = draw(st.sampled_from([{}, {"max_lines": 1}, {"max_lines": 2, "max_bytes": 30}, {"max_bytes": 5}]))
-    reads = draw(st.lists(refusal_reads(list(files)), min_size=2, max_size=6))
+    reads = draw(st.lists(refusal_reads([*files, CUT_AT_THE_END[0]]), min_size=2, max_size=6))
     return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads}
 
 
