@@ -11,7 +11,9 @@ from typing import Union
 from course.runtime.abort import AbortSignal
 from course.runtime.clock import now
 from course.runtime.messages import AssistantMessage, StopReason, TextContent, ToolCall, assistant_message, encoding_function
-from course.runtime.stream import CHECKED_STREAMS, AssistantMessageEventStream, ModelEvent, ModelRequest, error_event
+from course.runtime.stream import (
+    CHECKED_STREAMS, AssistantMessageEventStream, ModelEvent, ModelRequest, error_event,
+)
 
 Response = Union[AssistantMessage, Callable[[ModelRequest], AssistantMessage | Awaitable[AssistantMessage]]]
 
@@ -53,24 +55,6 @@ class ScriptedModel:
         if self._record:
             self.requests.append(copy.deepcopy(request))
         return _ScriptedStream(self, index, request, signal)
-
-    def _response(self, index: int, request: ModelRequest) -> AssistantMessage | ModelEvent | Awaitable:
-        """The answer to request `index` (an awaitable, if its function is async), or the error event that
-        ends it instead."""
-        if index >= len(self.responses):
-            return error_event("error", f"ScriptedModel has no response for request {index + 1}")
-        response = self.responses[index]
-        if not callable(response):
-            return copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own (stamped after)
-        return response(request)  # read-only: it is the loop's own list
-
-
-def _stamped(response: object) -> AssistantMessage:
-    """An answer a function built for this request, stamped now on a shallow copy: the stamp stays off the
-    function's object, and a deep copy per step would be most of a benchmark step's cost."""
-    message: AssistantMessage = response.copy() if type(response) is dict else copy.copy(response)
-    message["timestamp"] = now()
-    return message
 
 
 def scripted_events(message: AssistantMessage, signal: AbortSignal | None) -> Iterator[ModelEvent]:
@@ -114,21 +98,28 @@ class _ScriptedStream(AssistantMessageEventStream):
         return self._next() if self._events is not None else await self._first()
 
     async def _first(self) -> ModelEvent:
-        """The first event: the answer is made (and awaited, if its function is async) on the first read."""
-        if self._events is None:
-            signal = self._signal
-            if signal is not None and signal.aborted:
-                return self._checked(error_event("aborted", "Request was aborted"))
-            try:
-                response = self._model._response(self._index, self._request)
+        """The first event: the answer is made (and awaited, if its function is async) on the first read,
+        and stamped now."""
+        signal, responses = self._signal, self._model.responses
+        if signal is not None and signal.aborted:
+            return self._checked(error_event("aborted", "Request was aborted"))
+        if self._index >= len(responses):
+            return self._checked(error_event("error", f"ScriptedModel has no response for request {self._index + 1}"))
+        response = responses[self._index]
+        try:
+            if callable(response):
+                response = response(self._request)  # read-only: it is the loop's own list
                 if type(response) is not dict and inspect.isawaitable(response):
                     response = await response
-                if type(response) is dict and response.get("type") == "error":
-                    return self._checked(response)  # no response for this request: the error event that ends it
-                message = _stamped(response)
-            except Exception as exc:  # a scripted function that raised: the answer ends in error, like a provider's
-                return self._checked(error_event("error", str(exc) or type(exc).__name__))
-            self._events = scripted_events(message, signal)
+                # Built for this request: a shallow copy keeps the stamp off the function's object, and a
+                # deep copy per step would be most of a benchmark step's cost.
+                message: AssistantMessage = response.copy() if type(response) is dict else copy.copy(response)
+            else:
+                message = copy.deepcopy(response)  # a template, possibly reused: the transcript gets its own
+            message["timestamp"] = now()
+        except Exception as exc:  # a scripted function that raised: the answer ends in error, like a provider's
+            return self._checked(error_event("error", str(exc) or type(exc).__name__))
+        self._events = scripted_events(message, signal)
         return self._next()
 
     def _next(self) -> ModelEvent:
@@ -140,5 +131,6 @@ class _ScriptedStream(AssistantMessageEventStream):
         if kind != "done" and kind != "error":
             return event
         return self._checked(event)
+
 
 CHECKED_STREAMS.add(_ScriptedStream)
