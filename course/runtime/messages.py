@@ -131,42 +131,33 @@ def certainly_json(value: Any, depth: int = 1) -> bool:
     strings and ints, and a call per value would cost more than the check."""
     kind = type(value)
     if kind is dict:
-        if depth > MAX_DEPTH:
-            return False
-        for key, item in value.items():
+        for key in value:
             if type(key) is not str or not (key.isascii() or _utf8(key)):
                 return False
-            kind = type(item)
-            if kind is str:
-                if not (item.isascii() or _utf8(item)):
-                    return False
-            elif kind is int:
-                if not -_EXACT_INT < item < _EXACT_INT:
-                    return False
-            elif not (kind is bool or item is None or certainly_json(item, depth + 1)):
-                return False
-        return True
-    if kind is list:
-        if depth > MAX_DEPTH:
-            return False
-        for item in value:
-            kind = type(item)
-            if kind is str:
-                if not (item.isascii() or _utf8(item)):
-                    return False
-            elif kind is int:
-                if not -_EXACT_INT < item < _EXACT_INT:
-                    return False
-            elif not (kind is bool or item is None or certainly_json(item, depth + 1)):
-                return False
-        return True
-    if kind is str:
+        items = value.values()
+    elif kind is list:
+        items = value
+    elif kind is str:
         return value.isascii() or _utf8(value)
-    if kind is int:
+    elif kind is int:
         return -_EXACT_INT < value < _EXACT_INT
-    if kind is float:
+    elif kind is float:
         return math.isfinite(value)
-    return kind is bool or value is None
+    else:
+        return kind is bool or value is None
+    if depth > MAX_DEPTH:
+        return False
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not (item.isascii() or _utf8(item)):
+                return False
+        elif kind is int:
+            if not -_EXACT_INT < item < _EXACT_INT:
+                return False
+        elif not (kind is bool or item is None or certainly_json(item, depth + 1)):
+            return False
+    return True
 
 
 def _utf8(s: str) -> bool:
