@@ -261,7 +261,7 @@ def judged_chapters(session: pytest.Session, chain: bool) -> list:
     modules import (carry-forward gives them the reference otherwise)."""
     from course.manifest import CHAPTERS
 
-    collected = {Path(str(item.fspath)).name for item in session.items}
+    collected = {item.path.name for item in session.items}
     judged = [i for i, chapter in enumerate(CHAPTERS) if Path(chapter.test_file).name in collected]
     if chain and judged:
         return CHAPTERS[: max(judged) + 1]

@@ -200,16 +200,17 @@ NOT_JSON_VALUES = [{"$float": "nan"}, {"$float": "inf"}, "\ud800", {"$set": [1]}
 """Values a parsed object may still hold that no transcript may (markers as in the recorder's `decode`)."""
 
 
-def arguments_not_json(r: random.Random, arguments: Any) -> dict:
-    """How a call's arguments are not JSON: the text was cut short or was no object (`argumentsError`,
-    the arguments left `{}`), or the object holds a value JSON cannot (NaN, a lone surrogate, a set)."""
-    if r.random() < 0.5 or not isinstance(arguments, dict):
+def arguments_not_json(r: random.Random, arguments: dict) -> tuple[dict, dict]:
+    """How a call's arguments are not JSON, as (what the call carries, what the plan says of it): the text
+    was cut short or was no object (`argumentsError`, the arguments left `{}`), or the object holds a
+    value JSON cannot (NaN, a lone surrogate, a set; `argumentsEncoded`: markers the recorder decodes)."""
+    if r.random() < 0.5:
         text, why = pick(r, CUT_SHORT)
-        return {"arguments": {}, "argumentsError": why, "argumentsText": text, "notJson": f"cut short: {why}"}
+        return {"arguments": {}, "argumentsError": why, "argumentsText": text}, {"notJson": f"cut short: {why}"}
     value = pick(r, NOT_JSON_VALUES)
     key = pick(r, sorted(arguments) or ["extra"])
-    return {"arguments": {**arguments, key: value}, "argumentsEncoded": True,
-            "notJson": f"{key} holds {_compact(value)}"}
+    return {"arguments": {**arguments, key: value}}, {"notJson": f"{key} holds {_compact(value)}",
+                                                     "argumentsEncoded": True}
 
 
 def _path(path: tuple) -> str:
@@ -310,10 +311,11 @@ def execution_plan(seed: int, focus: str) -> dict:
         name = pick(r, ["nope", name.capitalize(), name + " ", ""])
     elif call_kind == "breaks the schema":
         arguments, plan["brokenBy"] = broken(r, arguments, parameters)
-    call = {"id": pick(r, ["call-1", "toolu_01", "c 2"]), "name": name, "arguments": arguments}
+    plan["call"] = {"id": pick(r, ["call-1", "toolu_01", "c 2"]), "name": name, "arguments": arguments}
     if call_kind == "not JSON":
-        call.update(arguments_not_json(r, arguments))
-    plan["call"] = call
+        carried, said = arguments_not_json(r, arguments)
+        plan["call"].update(carried)
+        plan.update(said)
     plan["signalAborted"] = focus == "context" and up_to(r, 3) == 0
     progress = pick(r, [0, 0, 1, 2]) if focus == "context" else pick(r, [0, 1]) if focus == "failures" else 0
     changes = pick(r, [0, 1, 1, 2]) if focus == "context" else 0
@@ -418,8 +420,8 @@ def describe(plan: dict) -> str:
     parts = [f"call {call['id']!r} to {call['name']!r} with {_compact(call['arguments'])}"]
     if plan.get("brokenBy"):
         parts.append(f"the arguments break the schema: {plan['brokenBy']}")
-    if call.get("notJson"):
-        parts.append(f"the arguments are not valid JSON ({call['notJson']}): the tool must not run")
+    if plan.get("notJson"):
+        parts.append(f"the arguments are not valid JSON ({plan['notJson']}): the tool must not run")
     if plan.get("signalAborted"):
         parts.append("the caller's signal is already aborted")
     does = plan["does"]

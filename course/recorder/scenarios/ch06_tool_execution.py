@@ -5,8 +5,8 @@ Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_tool_execution`):
 - an execution (sections `arguments`, `outputs`, `failures`, `context`: each draws mostly what it names):
   {"tools": [{"name", "parameters"}],     the registry: each tool's JSON Schema
    "call": {"id", "name", "arguments"},   the call to execute (arguments may break the schema; with
-                                          "argumentsError" and "argumentsText" they were not a JSON object;
-                                          with "argumentsEncoded" they hold markers, as a returned value may)
+                                          "argumentsError" and "argumentsText" they were not a JSON object)
+   "argumentsEncoded": bool,              the call's arguments hold markers, as a returned value may
    "signalAborted": bool,                 the caller's signal is aborted before the call
    "does": {"progress": [content, ...],   what the called tool reports, in order, before its outcome
             "meddle": [{"at": [keys], "op": "set" | "delete" | "append" | "clear", "key"?}],
@@ -190,10 +190,9 @@ async def execute_plan(plan: dict, execute_tool_call) -> dict:
         tool.execute = execute
         return tool
 
-    call = {key: value for key, value in copy.deepcopy(plan["call"]).items() if key not in ("notJson", "argumentsEncoded")}
-    if plan["call"].get("argumentsEncoded"):
+    call = {"type": "toolCall", **copy.deepcopy(plan["call"])}
+    if plan.get("argumentsEncoded"):
         call["arguments"] = decode(call["arguments"])  # values JSON cannot hold, inside the arguments
-    call = {"type": "toolCall", **call}
     before = copy.deepcopy(call)
     registry = Registry(make_tool(spec) for spec in plan["tools"])
     if plan.get("signalAborted"):
