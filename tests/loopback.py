@@ -26,6 +26,7 @@ import pytest
 
 from checkpoints.ch07_agent_loop import NOT_EXECUTED
 from course.runtime import readme_example as readme
+from course.runtime.abort import AbortController
 from course.runtime.messages import assistant_message, text, tool_call, tool_result, user_message
 from course.runtime.tools import Registry, error_result
 
@@ -87,6 +88,19 @@ MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 async def collect(stream) -> tuple[list[dict], dict]:
     """Every event of a model stream, and its final message."""
     events = [event async for event in stream]
+    return events, await stream.result()
+
+
+async def aborted_at_first_text(model) -> tuple[list[dict], dict]:
+    """The README request streamed until its first text delta, where the caller aborts: every event
+    the stream still gave, and its final message."""
+    controller = AbortController()
+    stream = model.stream(readme_request(), signal=controller.signal)
+    events = []
+    async for event in stream:
+        events.append(event)
+        if event["type"] == "text_delta":
+            controller.abort()
     return events, await stream.result()
 
 

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 from loopback import (  # noqa: F401 — provider and server are fixtures
-    ALL_TEXT, Reply, collect, make_model, provider, readme_request, recorded, server, tool_call_stream,
+    ALL_TEXT, aborted_at_first_text, Reply, collect, make_model, provider, readme_request, recorded, server, tool_call_stream,
 )
 
 from course.judge import cli
@@ -172,14 +172,7 @@ class TestRetries:
 class TestSlowStream:
     async def test_abort_of_a_slow_stream_closes_it(self, provider, model, server):
         server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), pace=0.05))
-        controller = AbortController()
-        stream = model.stream(readme_request(), signal=controller.signal)
-        events = []
-        async for event in stream:
-            events.append(event)
-            if event["type"] == "text_delta":
-                controller.abort()
-        message = await stream.result()
+        events, message = await aborted_at_first_text(model)
         assert [e["type"] for e in events] == ["start", "text_delta", "error"]
         assert (message["stopReason"], message["content"]) == ("aborted", [text("我先读取")])
 

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 from loopback import (  # noqa: F401 — provider and server are fixtures
-    ALL_TEXT, Reply, collect, make_model, provider, readme_request, recorded, server, skip_without,
+    ALL_TEXT, aborted_at_first_text, Reply, collect, make_model, provider, readme_request, recorded, server, skip_without,
 )
 
 from course.judge import cli
@@ -95,14 +95,7 @@ class TestBrokenConnections:
 class TestAbort:
     async def test_abort_mid_stream_closes_the_http_stream(self, provider, model, server):
         server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), events=ALL_TEXT[provider], then="hold"))
-        controller = AbortController()
-        stream = model.stream(readme_request(), signal=controller.signal)
-        events = []
-        async for event in stream:
-            events.append(event)
-            if event["type"] == "text_delta":
-                controller.abort()
-        message = await stream.result()
+        events, message = await aborted_at_first_text(model)
         assert [e["type"] for e in events] == ["start", "text_delta", "error"]
         assert events[-1]["reason"] == "aborted"
         assert (message["stopReason"], message["content"], message["errorMessage"]) == \
