@@ -242,7 +242,8 @@ async def execute_one(
         result = await execute(call, ToolExecutionContext(signal=signal, report_progress=report_progress))
     except Exception as exc:  # one failing executor must not lose its siblings' results
         result = error_result(call, str(exc) or type(exc).__name__)
-    running = False
+    finally:
+        running = False  # also when the call was cancelled: nothing it reports later is emitted
     if observer_errors:
         raise observer_errors[0]
     emit({"type": "tool_end", "result": result})

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.judge import mutants
+from course.judge.timeline import where as divergence_where
 from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, rerun_command
 from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, Chapter, find_chapter
@@ -79,7 +80,7 @@ def print_failure(verdict: Verdict, implementation: str | None, chain: bool, cha
             print(f"{pad}          {line}")
     if verdict.divergence:
         d = verdict.divergence
-        print(f"{pad}first divergence in {d['section']}, line {d['index']}:")
+        print(f"{pad}first divergence {divergence_where(d['section'], d['index'])}:")
         print(f"{pad}  expected: {'(nothing)' if d['expected'] is None else d['expected']}")
         print(f"{pad}  got:      {'(nothing)' if d['got'] is None else d['got']}")
     if verdict.broken:

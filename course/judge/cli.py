@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         args.scenario, extra = extra[0], []
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    # What a run held is printed as it was, but a lone surrogate in it must not end the command: it shows
+    # as its escape instead.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     missing_extra = extras.check_installed(args.command)  # an install hint, not a traceback or "0 of 0"
     if missing_extra is not None:
         return missing_extra

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.judge import check
+from course.judge.timeline import where
 from course.judge.terminal import paint
 from course.manifest import find_chapter
 from course.judge.session import Verdict as Scenario
@@ -363,7 +364,7 @@ def _divergence_lines(divergence: dict) -> list[str]:
     section, index = divergence.get("section"), divergence.get("index")
     expected = divergence.get("expected")
     got = divergence.get("got")
-    lines = [f"first divergence in {section}, line {index}:",
+    lines = [f"first divergence {where(section, index)}:",
              f"  expected: {'(nothing)' if expected is None else expected}",
              f"  got:      {'(nothing)' if got is None else got}"]
     means = DIVERGENCE_MEANS.get(str(section))

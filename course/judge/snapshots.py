@@ -17,7 +17,7 @@ from pathlib import Path
 from course.manifest import CHAPTERS, Chapter, find_chapter
 from course.judge.session import judge_chapter
 from course.judge.testrun import course_root, default_implementation, run_pytest
-from course.judge.timeline import first_divergence
+from course.judge.timeline import first_divergence, where
 
 
 def _chapters(number: str | None) -> list[Chapter]:
@@ -94,7 +94,7 @@ def verify(args: argparse.Namespace) -> int:
                 for was, now in zip(baseline.renders, verdict.renders):
                     divergence = first_divergence(was, now)
                     if divergence is not None:
-                        print(f"  first divergence in {divergence.section}, line {divergence.index}:")
+                        print(f"  first divergence {where(divergence.section, divergence.index)}:")
                         print(f"    run 1:    {divergence.expected or '(nothing)'}")
                         print(f"    run {seed + 1}:    {divergence.actual or '(nothing)'}")
                         break

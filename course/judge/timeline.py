@@ -23,6 +23,32 @@ def _quote(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
+# JSON objects are unordered: every dict is shown with these keys first, in this order (the order the
+# chapters write them in), then any others sorted, so two runs differing only in key order show the same.
+KEY_ORDER = {key: rank for rank, key in enumerate([
+    "role", "toolCallId", "toolName", "type", "id", "name", "text", "data", "mimeType", "arguments",
+    "argumentsError", "argumentsText", "content", "stopReason", "isError", "timestamp", "errorMessage", "details",
+    "skipped", "reason", "error", "path", "startLine", "endLine", "truncated", "nextOffset",
+])}
+
+
+def in_key_order(value: Any, depth: int = 0) -> Any:
+    """`value` with every dict's keys in KEY_ORDER, then sorted; anything else as it is (never raises)."""
+    if depth > 200:  # deeper than any transcript may be: shown as it is
+        return value
+    if isinstance(value, list):
+        return [in_key_order(item, depth + 1) for item in value]
+    if not isinstance(value, dict):
+        return value
+    ranked = sorted(value.items(), key=lambda item: (KEY_ORDER.get(item[0], len(KEY_ORDER)), str(item[0])))
+    return {key: in_key_order(item, depth + 1) for key, item in ranked}
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """`value` as indented JSON, dicts in key order (see KEY_ORDER); json.dumps's errors as it raises them."""
+    return json.dumps(in_key_order(value), ensure_ascii=False, indent=2, **options)
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -141,7 +167,7 @@ def render_run(
         out += ["", SECTION_PREFIX + "requests", *_numbered([_line_or_what_it_holds(request_row, r) for r in requests])]
     if include_messages_json:
         try:
-            shown = json.dumps(messages, ensure_ascii=False, indent=2)
+            shown = json_text(messages)
         except (TypeError, ValueError, RecursionError) as error:
             shown = f"(not JSON: {type(error).__name__}: {_reprs.repr(str(error))})"
         out += ["", SECTION_PREFIX + "messages", shown]
@@ -178,7 +204,7 @@ class Divergence:
     def describe(self) -> str:
         expected = "(nothing)" if self.expected is None else self.expected
         actual = "(nothing)" if self.actual is None else self.actual
-        return f"first divergence in {self.section}, line {self.index}:\n  expected: {expected}\n  got:      {actual}"
+        return f"first divergence {where(self.section, self.index)}:\n  expected: {expected}\n  got:      {actual}"
 
 
 # The order in which divergences are reported: the event stream first, since it is where a loop
@@ -189,18 +215,39 @@ _PRIORITY = ["timeline", "transcript", "observations", "requests", "messages"]
 _NUMBER = re.compile(r"^\s*\d+  ")
 
 
+def where(section: str, index: int) -> str:
+    """Where a divergence is, in words: "in timeline, line 6" (a record without sections: "at line 1")."""
+    return f"in {section}, line {index}" if section else f"at line {index}"
+
+
 def first_divergence(expected: str, actual: str) -> Divergence | None:
-    expected_sections = dict(sections(expected))
-    actual_sections = dict(sections(actual))
+    # A heading may say more of its section ("transcript (exc.transcript)": the run raised): sections are
+    # matched by the name before the parenthesis, and when such headings differ, so did how the runs
+    # ended, which the observations say first.
+    expected_sections = {_base(name): (name, lines) for name, lines in sections(expected)}
+    actual_sections = {_base(name): (name, lines) for name, lines in sections(actual)}
+    headings_differ = any(expected_sections[name][0] != actual_sections[name][0]
+                          for name in expected_sections.keys() & actual_sections.keys())
+    priority = ["observations", *_PRIORITY] if headings_differ else _PRIORITY
     names = sorted(dict.fromkeys([*expected_sections, *actual_sections]),  # in the order they are shown
-                   key=lambda n: _PRIORITY.index(n) if n in _PRIORITY else len(_PRIORITY))
+                   key=lambda n: priority.index(n) if n in priority else len(priority))
     for name in names:
         # Compare without the line numbers: their width changes with the number of lines.
-        want = [_NUMBER.sub("", line) for line in expected_sections.get(name, []) if line.strip()]
-        got = [_NUMBER.sub("", line) for line in actual_sections.get(name, []) if line.strip()]
+        want = [_NUMBER.sub("", line) for line in expected_sections.get(name, ("", []))[1] if line.strip()]
+        got = [_NUMBER.sub("", line) for line in actual_sections.get(name, ("", []))[1] if line.strip()]
+        only_a_comma = None  # JSON's comma after a line says only that another follows: show the line that differs
         for i in range(max(len(want), len(got))):
             w = want[i] if i < len(want) else None
             g = got[i] if i < len(got) else None
             if w != g:
+                if w is not None and g is not None and w.rstrip(",") == g.rstrip(","):
+                    only_a_comma = only_a_comma or Divergence(section=name, index=i + 1, expected=w, actual=g)
+                    continue
                 return Divergence(section=name, index=i + 1, expected=w, actual=g)
+        if only_a_comma is not None:
+            return only_a_comma
     return None
+
+
+def _base(heading: str) -> str:
+    return heading.split(" (", 1)[0]

@@ -32,6 +32,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from course.judge.scenarios import ch07_agent_loop as ch07
+from course.judge.timeline import json_text
 
 LEAVES = [
     {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
@@ -56,7 +57,7 @@ MALFORMED = [
     {"content": {"$tuple": [{"type": "text", "text": "done"}]}}, {"content": {"$set": ["done"]}},
 ]
 NOT_JSON = [{"$set": [1, 2]}, {"$bytes": "raw"}, {"$float": "nan"}, {"$float": "inf"}, {"$float": "-inf"},
-            {"$object": "handle"}, {"$cycle": None}]
+            {"$object": "handle"}, {"$cycle": None}, "\ud800", {"$deep": 120}]
 RAISES = ["OSError", "FileNotFoundError", "PermissionError", "ValueError", "KeyError", "RuntimeError",
           "TypeError", "TimeoutError", "ZeroDivisionError", "Exception", "ToolFailure"]
 RAISE_ARGS = [[], ["disk on fire"], [""], ["line one\nline two"], ["first", "second"],
@@ -78,8 +79,8 @@ def up_to(r: random.Random, n: int) -> int:
 
 
 def schema(r: random.Random, depth: int) -> dict:
-    kind = up_to(r, 4) if depth > 0 else 0
-    if kind <= 2:
+    kind = up_to(r, 3) if depth > 0 else 0
+    if kind <= 1:
         return pick(r, LEAVES)
     if kind == 2:
         return {"type": "array", "items": schema(r, depth - 1)}
@@ -384,7 +385,7 @@ def render_execution(record: dict) -> str:
     whole execution, under `## result`, followed by what else the execution did."""
     out = ["## result\n"] if "runs" in record else []
     if "result" in record:
-        out.append(json.dumps(_shown(record["result"]), ensure_ascii=False, indent=2) + "\n")
+        out.append(json_text(_shown(record["result"])) + "\n")
     raised = record.get("raised")
     if raised is not None:
         kind, message = (raised.get("type"), raised.get("message")) if isinstance(raised, dict) else (raised, None)

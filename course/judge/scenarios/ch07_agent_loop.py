@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from course.judge.invariants import _check_events, _check_requests, _check_transcript, _key, check_pairing
-from course.judge.timeline import event_line, message_row, request_row
+from course.judge.timeline import event_line, json_text, message_row, request_row
 
 RUNNING = ["succeed", "succeed", "succeed", "succeed", "raise", "raise_empty", "report_error", "not_json", "garbage"]
 INJECTED_ONLY = ["wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool"]
@@ -215,7 +215,9 @@ def _lines(render, items: Any, what: str) -> list[str]:
 
 
 def _json(value: Any, indent: int | None = None) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=indent, default=repr)
+    if indent is not None:
+        return json_text(value, default=repr)
+    return json.dumps(value, ensure_ascii=False, default=repr)
 
 
 def _problems(record: dict) -> list[str]:

@@ -16,6 +16,8 @@ import re
 
 from hypothesis import strategies as st
 
+from course.judge.timeline import json_text
+
 SECRET = "TOP SECRET: the launch codes"
 DEFAULT_MAX_LINES = 2000
 
@@ -413,7 +415,7 @@ def render_reads(record: dict) -> str:
 
 def render_tool_result(record: dict) -> str:
     """A result exactly as the fixed scenarios snapshot it (the whole message as JSON), and what else the test saw."""
-    out = json.dumps(record.get("result"), ensure_ascii=False, indent=2) + "\n"
+    out = json_text(record.get("result")) + "\n"
     if record.get("blocked"):
         out += "blocked: the read waited on a FIFO until the test opened its other end\n"
     if "openedSpecial" in record:

@@ -14,7 +14,8 @@ Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_tool_execution`):
                                                after the executor returned (it kept a reference)
             "outcome": {"returns": value} | {"raises": {"type", "args"}} | {"cancelled": "raised" | "from outside"}}}
   A returned value may hold values JSON cannot: {"$set": [...]}, {"$bytes": str}, {"$float": "nan" |
-  "inf" | "-inf"}, {"$tuple": [...]}, {"$object": str}, {"$cycle": null} (a list holding itself).
+  "inf" | "-inf"}, {"$tuple": [...]}, {"$object": str}, {"$cycle": null} (a list holding itself),
+  {"$deep": n} (lists nested n deep); a plain string may be a lone surrogate.
   Every tool of the registry records whether it ran; only the called one does what `does` says.
 
 - a chapter 07 loop plan (section `in_the_loop`): {"loopPlan": plan}, run by chapter 07's recorder on
@@ -92,6 +93,11 @@ def decode(value: Any) -> Any:
             return tuple(decode(item) for item in inner)
         if key == "$object":
             return Opaque(inner)
+        if key == "$deep":
+            deep: list = []
+            for _ in range(inner - 1):
+                deep = [deep]
+            return deep
         if key == "$cycle":
             cycle: list = ["again"]
             cycle.append(cycle)
