@@ -107,6 +107,16 @@ NOT_EXECUTED: dict[str, tuple[str, FinishReason]] = {
 
 
 async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:
+    """Run the model and its tools until the run finishes; every LoopEvent goes to `options.on_event`.
+
+    Besides what the chapter shows, the course holds a loop to these promises (its generated scenarios
+    check them): a model that raises or breaks the stream contract becomes an `error` answer
+    (`guard_stream`); an injected executor's answer that is not a result for its call becomes an error
+    result (`checked`); a tool's exception without a message is named by its type; progress a tool
+    reports after its call ended is not emitted; an exception leaving the loop (an observer's, or the
+    caller's cancellation) carries what formed so far as `exc.transcript`; every event has exactly the
+    fields its type declares.
+    """
     check_loop_options(options)  # context, messages, model, tools, ...: one clear TypeError / ValueError
     if isinstance(options.max_steps, bool) or not isinstance(options.max_steps, int) or options.max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer, got {options.max_steps!r}")

@@ -38,14 +38,14 @@ def probe(replies, *, gates=None, before=None):
 
 
 class SiblingGate:
-    """An asyncio.Event that a call waits on until its sibling in the same batch has finished.
+    """An asyncio.Event that a call waits on until something its sibling in the same batch does.
 
-    A loop that awaits its tools one after another never runs the sibling, so rather than hang for
-    ever, the wait gives up once the event loop has turned many times without the sibling, and the
-    call fails saying so (the run's snapshot then shows it)."""
+    A wrong loop may never do it (it awaits its tools one after another, or emits tool_end only once
+    the whole batch ended), so rather than hang for ever, the wait gives up once the event loop has
+    turned many times, and the call fails saying what did not happen (the run's snapshot shows it)."""
 
-    def __init__(self, sibling: str) -> None:
-        self.sibling = sibling
+    def __init__(self, sibling: str, missing: str | None = None) -> None:
+        self.missing = missing or f"{sibling} did not run while this call waited for it: the tools ran one after another"
         self.event = asyncio.Event()
 
     def set(self) -> None:
@@ -56,8 +56,7 @@ class SiblingGate:
             if self.event.is_set():
                 return
             await asyncio.sleep(0)  # one turn of the event loop, not a delay
-        raise RuntimeError(f"{self.sibling} did not run while this call waited for it: "
-                           "the tools ran one after another")
+        raise RuntimeError(self.missing)
 
 
 @pytest.mark.section("纯文本 stop")
@@ -199,7 +198,8 @@ class TestConcurrentTools:
             assistant_message([text("一个失败，一个成功。")], "stop"),
         ])
         # call-2 ends after call-1, whichever task the event loop starts first (`course snapshots verify`).
-        call_1_ended = asyncio.Event()
+        call_1_ended = SiblingGate("call-1", "call-1's tool_end was not emitted while call-2 waited for it: "
+                                            "a call's tool_end is emitted as it ends, not when the batch does")
 
         def release_call_2(event):
             if event["type"] == "tool_end" and event["result"]["toolCallId"] == "call-1":

@@ -248,7 +248,8 @@ def test_check_prints_the_first_divergence_hint_and_rerun_command(runs):
     ]
     assert "PASS    TestNonExecutingTerminals::test_terminal_row[error]" in out
     # The evidence is exactly the known `length` mistake's: its hint is shown, with the section to reread.
-    assert "the evidence matches a known mistake exactly:\n  length-executes-tools: your loop runs tools after a " \
+    assert "these failures are exactly those of a known mistake (another mistake can fail the same way: " \
+           "check that yours is this one):\n  length-executes-tools: your loop runs tools after a " \
            "truncated response (stopReason length) — see 非执行终态" in out
     total, failing = len(runs.scenarios), len(LENGTH_SIGNATURE)
     assert out.rstrip().endswith(f"{total - failing} of {total} scenarios pass — chapter 07 fails")

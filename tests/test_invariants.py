@@ -242,6 +242,20 @@ ROUND_TRIP_VIOLATIONS = {
     "unknown_event": (
         lambda run: run["events"].insert(0, {"type": "model_delta"}),
         ["event 1 has an unknown type 'model_delta'"]),
+    "turn_end_with_the_transcript": (
+        lambda run: run["events"][11].update(messages=run["messages"]),
+        ["event 12 turn_end has an extra field 'messages': the chapter's turn_end has exactly reason, steps, type"]),
+    "tool_end_without_its_result": (
+        lambda run: run["events"][6].update(result=None) or run["events"][6].pop("result"),
+        ["event 7 tool_end has no 'result': the chapter's tool_end has exactly result, type",
+         "event 7 tool_end for None, which is not running",
+         "event 9 starts the next model request while c2 is still running", "tool c2 started (event 5) but never ended"]),
+    "progress_content_as_a_string": (
+        set_item(["events", 5, "content"], "half"),
+        ["event 6 tool_progress's content is str, not a list"]),
+    "tool_start_with_a_call_of_its_own": (
+        set_item(["events", 3, "call"], {"type": "toolCall", "id": "c1", "name": "read"}),
+        ["event 4 tool_start does not carry call c1 as the assistant message holds it"]),
     "fewer_requests_than_steps": (
         delete_item(["requests", 1]),
         ["steps is 2, but 1 model requests were made"]),

@@ -203,7 +203,8 @@ def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, fou
         print("\nflagged: " + "; ".join(run.flags))
     if failing and not run.import_errors:
         if found:
-            print("\nthe evidence matches a known mistake exactly:")
+            print("\nthese failures are exactly those of a known mistake (another mistake can fail the same way: "
+                  "check that yours is this one):")
             for variant, hint in found:
                 print(f"  {variant}: {hint}")
         else:

@@ -303,6 +303,13 @@ KINDS: tuple[Kind, ...] = (
     Kind("request-during-batch", (r"^event \d+ starts the next model request while .+ is still running$",),
          "The next model request starts only after the whole batch has ended and its results are appended.",
          (_p07(CONCURRENT, 237, 251), _p07(ROUND_TRIP, 157, 162))),
+    Kind("event-fields", (r"^event \d+ \w+ has .+: the chapter's \w+ has exactly ",
+                          r"^event \d+ \w+'s \w+ is \w+, not a \w+$",
+                          r"^event \d+ tool_start does not carry call .+ as the assistant message holds it$"),
+         "Each LoopEvent has exactly the chapter's fields: tool_start carries the call as the assistant message "
+         "holds it, tool_progress the content list the tool reported (with callId), turn_end only reason and "
+         "steps; nothing more (an observer must not be handed the transcript or other state of the loop).",
+         (_p07(EVENTS, 180, 196), _p07(ROUND_TRIP, 132, 155))),
     Kind("unknown-event", (r"^event \d+ has an unknown type ",),
          "The loop emits only model_event, assistant_message, tool_start, tool_progress, tool_end, "
          "tool_skipped and turn_end.",

@@ -228,8 +228,34 @@ def _results_of(messages: list[dict], assistant: int) -> list[int]:
     return found
 
 
+# Each LoopEvent's fields, exactly as the chapter declares them: an observer reads these and nothing else
+# (an extra field, such as the live transcript, hands it what the loop must keep to itself).
+EVENT_FIELDS = {
+    "model_event": {"type", "event"}, "assistant_message": {"type", "message"}, "tool_start": {"type", "call"},
+    "tool_progress": {"type", "callId", "content"}, "tool_end": {"type", "result"}, "tool_skipped": {"type", "result"},
+    "turn_end": {"type", "reason", "steps"},
+}
+
+
+def _event_shape(n: int, event: dict) -> str | None:
+    """What is wrong with the fields of event `n`, or None (its type is checked where it is read)."""
+    kind = event.get("type")
+    fields = EVENT_FIELDS.get(kind) if isinstance(kind, str) else None
+    if fields is None:
+        return None
+    if set(event) != fields:
+        extra, missing = sorted(set(event) - fields), sorted(fields - set(event))
+        said = ", ".join([*(f"an extra field {name!r}" for name in extra), *(f"no {name!r}" for name in missing)])
+        return f"event {n} {kind} has {said}: the chapter's {kind} has exactly {', '.join(sorted(fields))}"
+    inner = {"model_event": "event", "tool_start": "call", "tool_progress": "content"}.get(kind)
+    wanted = list if kind == "tool_progress" else dict
+    if inner is not None and not isinstance(event[inner], wanted):
+        return f"event {n} {kind}'s {inner} is {type(event[inner]).__name__}, not a {wanted.__name__}"
+    return None
+
+
 def _check_events(events: list[dict], messages: list[dict], first: int, reason: str, steps: int) -> list[str]:
-    problems: list[str] = []
+    problems: list[str] = [shape for n, event in enumerate(events, 1) if (shape := _event_shape(n, event))]
 
     ends = [i for i, e in enumerate(events) if e.get("type") == "turn_end"]
     if len(ends) != 1:
@@ -313,6 +339,8 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
             waiting.remove(position)
             if wanted:
                 running[call_id] = (n, position)
+                if _key(event.get("call")) != _key(batch["calls"][position]):
+                    problems.append(f"event {n} tool_start does not carry call {call_id} as the assistant message holds it")
             else:
                 compare_result(n, kind, position, result)
         elif kind == "tool_progress":

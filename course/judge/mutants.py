@@ -360,9 +360,11 @@ def write_signatures(outcomes: list[Outcome]) -> None:
 
 def identifying(signature: dict[str, str]) -> bool:
     """Whether a signature can identify a mistake: at least one fixed scenario's first divergence or
-    exception. Failing generated sections alone say only that something differs somewhere: many
-    mistakes, known or not, do that, so they name none."""
-    return any(key != "generated" for key in signature.values())
+    exception raised by the code under test. Failing generated sections, a timeout, or a test's own
+    assertion failing (its kind is all the evidence keeps) say only that something differs somewhere:
+    many mistakes, known or not, do that, so they name none."""
+    return any(key not in ("generated", "timeout") and not key.endswith(": AssertionError")
+               for key in signature.values())
 
 
 def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, str]]:

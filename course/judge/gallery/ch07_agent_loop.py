@@ -193,7 +193,8 @@ MUTANTS = [
            '"systemPrompt": options.context["systemPrompt"],',
            '"systemPrompt": options.context["systemPrompt"] if len(messages) == len(options.context["messages"]) else "",'),
     Mutant("late-progress-emitted", "单工具往返",
-           "progress a tool reports after it returned belongs to no running tool: do not emit it",
+           "progress a tool reports after its call ended (it returned, raised or was cancelled) belongs to no "
+           "running tool: do not emit it",
            'if running:  # progress reported after the call ended belongs to no tool item',
            'if True:'),
     Mutant("executor-answer-trusted", "单工具往返",
