@@ -7,9 +7,10 @@ a schema, nested objects and arrays, every JSON type, enum, minimum, minLength):
 - `arguments`: arguments that fit it, or that break it in exactly one place (a wrong type at any
   depth, a missing required property, an extra property, a value out of the enum or below the
   minimum, an empty string), so that the one error the result names is the same whichever of
-  jsonschema's ways to find errors an implementation uses; calls to names the registry lacks (the name is
-  told first, even when the arguments are not JSON as well); arguments that are not JSON (the text cut short or not an object, with `argumentsError`; NaN, an
-  infinity, a lone surrogate or a set inside the object).
+  jsonschema's ways to find errors an implementation uses; calls to names the registry lacks (the
+  name is told first, even when the arguments are not JSON as well); arguments that are not JSON
+  (the text cut short or not an object, with `argumentsError`; NaN, an infinity, a lone surrogate or
+  a set inside the object).
 - `outputs`: the tool returns a well-formed output (a non-bool isError, falsy or missing details,
   extra keys), a malformed one (not a dict, no content, content not a list), or one holding values
   JSON cannot hold.
