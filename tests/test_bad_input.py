@@ -365,3 +365,17 @@ def test_the_demo_loop_keeps_running_after_a_caller_error():
         asyncio.run(run_agent_loop(options(context={"systemPrompt": "s", "messages": "hi"})))
     result = asyncio.run(run_agent_loop(fixed))
     assert result.reason == "stop"
+
+
+def test_course_prints_a_lone_surrogate_as_its_escape_instead_of_crashing(monkeypatch, tmp_path):
+    """A plan or a student's output may hold a lone surrogate; the command prints it escaped, never raises."""
+    import io
+
+    from course.judge import cli
+
+    strict = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    monkeypatch.setattr("sys.stdout", strict)
+    assert cli.main(["start", "07", "--dir", str(tmp_path)]) == 0
+    print("plan: \ud800")  # what a failing plan's description may hold
+    strict.flush()
+    assert strict.buffer.getvalue().decode("utf-8").endswith("plan: \\ud800\n")
