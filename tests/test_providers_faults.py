@@ -249,3 +249,22 @@ async def test_429_without_retries_says_rate_limited(server, waits):
     await model.aclose()
     assert message["errorMessage"].startswith("Rate limited (HTTP 429): Error code: 429")
     assert waits == [] and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("headers, wait", [({"retry-after": "nan"}, None), ({"retry-after-ms": "NaN"}, None),
+                                           ({"retry-after": "-3"}, 0.0), ({"retry-after-ms": "1500"}, 1.5)])
+def test_a_retry_after_of_nan_is_no_wait_at_all(headers, wait):
+    """NaN compares as neither over the time budget nor under it: it must fall back to the backoff, not be slept."""
+    assert streaming._retry_after(headers) == wait
+
+
+def test_a_text_streamed_in_many_pieces_is_one_block_of_all_of_them():
+    """Pieces are joined when the block ends (appending each to the block's text is quadratic in its length)."""
+    draft = streaming.Draft()
+    pieces = [f"{n:05d}" for n in range(20_000)]
+    events = [event for piece in pieces for event in draft.text(piece)]
+    events += draft.tool_call(0, id="c1", name="read", arguments='{"path": "a"}') + draft.text("after")
+    final = draft.done("toolUse")[-1]["message"]
+    assert [block.get("text") for block in final["content"]] == ["".join(pieces), None, "after"]
+    assert [e["delta"] for e in events if e["type"] == "text_delta"] == [*pieces, "after"]
+    assert final["content"][1]["arguments"] == {"path": "a"}

@@ -14,6 +14,7 @@ import copy
 import datetime
 import email.utils
 import importlib
+import math
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -110,7 +111,10 @@ class Draft:
         self._text_open = False
         self._call: ToolCall | None = None
         self._call_key: object = None
-        self._raw_arguments = ""
+        # The pieces of the open text block and of the call's arguments, joined when the block ends:
+        # appending to a string kept in a dict or an attribute copies it each time (quadratic in its length).
+        self._text_parts: list[str] = []
+        self._argument_parts: list[str] = []
 
     def text(self, delta: str) -> list[ModelEvent]:
         """A piece of text: it continues the text block being streamed, or starts one."""
@@ -121,8 +125,7 @@ class Draft:
         if not self._text_open:
             self.content.append({"type": "text", "text": ""})
             self._text_open = True
-        block = self.content[-1]
-        block["text"] += delta
+        self._text_parts.append(delta)
         return events + [{"type": "text_delta", "contentIndex": len(self.content) - 1, "delta": delta}]
 
     def tool_call(self, key: object, *, id: str | None = None, name: str | None = None,
@@ -133,14 +136,14 @@ class Draft:
             events += self.end_block()
             self._call = {"type": "toolCall", "id": "", "name": "", "arguments": {}}
             self._call_key = key
-            self._raw_arguments = ""
+            self._argument_parts = []
         if id and not self._call["id"]:
             self._call["id"] = id
         if name and not self._call["name"]:
             self._call["name"] = name
         if arguments:
             arguments = utf8_text(arguments)
-            self._raw_arguments += arguments
+            self._argument_parts.append(arguments)
             events.append({"type": "toolcall_delta", "contentIndex": len(self.content), "delta": arguments})
         return events
 
@@ -151,17 +154,23 @@ class Draft:
         (why) and `argumentsText` (what the model wrote): the executor answers it with an error result and
         the next request sends the text back as it was written.
         """
-        self._text_open = False
+        self._close_text()
         return self._end_call()
+
+    def _close_text(self) -> None:
+        if self._text_open:
+            self.content[-1]["text"] = "".join(self._text_parts)
+            self._text_open, self._text_parts = False, []
 
     def _end_call(self) -> list[ModelEvent]:
         call, self._call = self._call, None
         if call is None:
             return []
-        call["arguments"], error = final_arguments(self._raw_arguments)
+        raw = "".join(self._argument_parts)
+        call["arguments"], error = final_arguments(raw)
         if error is not None:
             call["argumentsError"] = error
-            call["argumentsText"] = self._raw_arguments
+            call["argumentsText"] = raw
         if not call["id"]:  # a few OpenAI-compatible servers send none; the transcript needs one to pair results
             call["id"] = f"call_{uuid.uuid4().hex[:12]}"
         self.content.append(call)
@@ -181,6 +190,7 @@ class Draft:
         return self.end_block() + [self.failed("error", error_message)]
 
     def _message(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:
+        self._close_text()
         return assistant_message(self.content, stop_reason, error_message=error_message, timestamp=self.timestamp)
 
 
@@ -281,17 +291,23 @@ def _retry_after(headers: Any) -> float | None:
     try:
         milliseconds = headers.get("retry-after-ms")
         if milliseconds is not None:
-            return max(float(milliseconds) / 1000, 0.0)
+            return _wait(float(milliseconds) / 1000)
         seconds = headers.get("retry-after")
         if seconds is None:
             return None
         try:
-            return max(float(seconds), 0.0)
+            return _wait(float(seconds))
         except ValueError:
             when = email.utils.parsedate_to_datetime(seconds)
             return max((when - datetime.datetime.now(datetime.timezone.utc)).total_seconds(), 0.0)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+def _wait(seconds: float) -> float | None:
+    """A server's wait, never negative; "nan" is no wait at all (it would compare as neither over the
+    budget nor under it, and a timer of NaN seconds never fires in order)."""
+    return None if math.isnan(seconds) else max(seconds, 0.0)
 
 
 async def open_with_retries(open_stream: Callable[[], Awaitable[Any]], race: AbortRace, max_retries: int,
