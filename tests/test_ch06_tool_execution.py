@@ -1,4 +1,8 @@
-"""Chapter 06: executing one tool call. Every failure is an error result, never an exception."""
+"""Chapter 06: executing one tool call. Every failure is an error result, never an exception.
+
+Each test compares its snapshot first: a wrong executor is shown (and diagnosed by) the first line that
+differs; the assertions after it hold the snapshot itself to the chapter.
+"""
 
 import asyncio
 
@@ -29,28 +33,28 @@ class TestExecuteToolCall:
         """a valid call returns the tool's content as a toolResult with the call's id."""
         call = readme.read_call()
         result = await ch06.execute_tool_call(call, Registry([readme.memory_read_tool()]), ToolExecutionContext())
-        assert (result["toolCallId"], result["isError"], result["content"]) == ("call-1", False, [text(readme.README)])
         assert result_record(result) == snapshot
+        assert (result["toolCallId"], result["isError"], result["content"]) == ("call-1", False, [text(readme.README)])
 
     async def test_unknown_tool(self, ch06, snapshot):
         """an unknown tool name becomes the error result 'Tool <name> not found'."""
         result = await ch06.execute_tool_call(tool_call("call-1", "write", {}), Registry(), ToolExecutionContext())
-        assert result["content"] == [text("Tool write not found")] and result["isError"] is True
         assert result_record(result) == snapshot
+        assert result["content"] == [text("Tool write not found")] and result["isError"] is True
 
     async def test_invalid_arguments(self, ch06, snapshot):
         """arguments that fail the tool's JSON Schema become an error result naming the tool."""
         registry = Registry([readme.memory_read_tool()])
         result = await ch06.execute_tool_call(tool_call("call-1", "read", {"path": 7}), registry, ToolExecutionContext())
-        assert result["isError"] is True and "read" in result["content"][0]["text"]
         assert result_record(result) == snapshot
+        assert result["isError"] is True and "read" in result["content"][0]["text"]
 
     async def test_missing_required_argument(self, ch06, snapshot):
         """a missing required argument becomes an error result; the tool does not run."""
         registry = Registry([readme.memory_read_tool()])
         result = await ch06.execute_tool_call(tool_call("call-1", "read", {}), registry, ToolExecutionContext())
-        assert result["isError"] is True
         assert result_record(result) == snapshot
+        assert result["isError"] is True
 
     async def test_raising_tool(self, ch06, snapshot):
         """a tool that raises becomes an error result with its message, no traceback."""
@@ -59,8 +63,8 @@ class TestExecuteToolCall:
 
         result = await ch06.execute_tool_call(tool_call("call-1", "boom", {}), Registry([tool("boom", explode)]),
                                               ToolExecutionContext())
-        assert result["content"] == [text("disk on fire")]
         assert result_record(result) == snapshot
+        assert result["content"] == [text("disk on fire")]
 
     async def test_raising_tool_with_empty_message_names_the_type(self, ch06, snapshot):
         """a tool raising an exception without a message gets the exception's type name as text."""
@@ -69,8 +73,8 @@ class TestExecuteToolCall:
 
         result = await ch06.execute_tool_call(tool_call("call-1", "boom", {}), Registry([tool("boom", explode)]),
                                               ToolExecutionContext())
-        assert result["content"] == [text("KeyError")] and result["isError"] is True
         assert result_record(result) == snapshot
+        assert result["content"] == [text("KeyError")] and result["isError"] is True
 
     async def test_cancellation_propagates(self, ch06, snapshot):
         """cancellation reaching a running tool propagates; it never becomes an error result."""
@@ -93,8 +97,8 @@ class TestExecuteToolCall:
 
         result = await ch06.execute_tool_call(tool_call("call-1", "grep", {}), Registry([tool("grep", grep)]),
                                               ToolExecutionContext())
-        assert (result["isError"], result["details"]) == (True, {"matches": 0})
         assert result_record(result) == snapshot
+        assert (result["isError"], result["details"]) == (True, {"matches": 0})
 
     async def test_tool_returning_garbage(self, ch06, snapshot):
         """a tool returning something that is not {content: [...]} becomes an error result."""
@@ -103,8 +107,8 @@ class TestExecuteToolCall:
 
         result = await ch06.execute_tool_call(tool_call("call-1", "garbage", {}), Registry([tool("garbage", garbage)]),
                                               ToolExecutionContext())
-        assert result["isError"] is True
         assert result_record(result) == snapshot
+        assert result["isError"] is True
 
     async def test_tool_cannot_change_the_calls_arguments(self, ch06, snapshot):
         """the tool gets a copy of the arguments: the call in the transcript stays as it was."""
@@ -118,9 +122,9 @@ class TestExecuteToolCall:
 
         call = tool_call("call-1", "meddle", {"path": "README.md"})
         result = await ch06.execute_tool_call(call, Registry([tool("meddle", meddle)]), caller)
-        assert call["arguments"] == {"path": "README.md"}
         unchanged = call == tool_call("call-1", "meddle", {"path": "README.md"})
         assert {**result_record(result), "runs": runs, "callUnchanged": unchanged, "callAfter": jsonable(call)} == snapshot
+        assert call["arguments"] == {"path": "README.md"}
 
 
 async def making(make):
