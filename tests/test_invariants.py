@@ -346,3 +346,10 @@ def test_pairing_counts_input_messages_but_does_not_judge_them():
     history = [user_message("hi", timestamp=1), assistant_message([old_call], "toolUse", timestamp=2)]
     assert check_pairing(history, first=2) == []
     assert check_pairing(history) == ["tool call read(old) of message 2 has no result before the end of the run"]
+
+
+def test_a_model_request_made_without_the_runs_signal_is_reported():
+    run = round_trip()
+    assert check_run(**run) == []
+    assert check_run(**run, requests_without_signal=[2]) == [
+        "request 2 was made without the run's signal: an abort cannot stop that answer"]

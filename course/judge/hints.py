@@ -303,6 +303,10 @@ KINDS: tuple[Kind, ...] = (
     Kind("request-during-batch", (r"^event \d+ starts the next model request while .+ is still running$",),
          "The next model request starts only after the whole batch has ended and its results are appended.",
          (_p07(CONCURRENT, 237, 251), _p07(ROUND_TRIP, 157, 162))),
+    Kind("model-signal", (r"^request .+ was made without the run's signal: an abort cannot stop that answer$",),
+         "Hand the run's signal to every model.stream() call (signal=options.signal): an abort must stop the "
+         "answer being streamed, not only the next request.",
+         (_p07(FIRST_STREAM, 75, 86), _p07(ABORT, 282, 282))),
     Kind("event-fields", (r"^event \d+ \w+ has .+: the chapter's \w+ has exactly ",
                           r"^event \d+ \w+'s \w+ is \w+, not a \w+$",
                           r"^event \d+ tool_start does not carry call .+ as the assistant message holds it$"),

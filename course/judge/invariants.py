@@ -399,16 +399,20 @@ def check_run(
     system_prompt: str | None = None,
     definitions: list[dict] | None = None,
     max_steps: int | None = None,
+    requests_without_signal: list[int] = (),
 ) -> list[str]:
     """Every promise the run broke, in plain words; [] when it kept them all.
 
     `input_messages` is a copy of the caller's messages taken before the run and
     `caller_messages_after` the caller's list after it; `requests` are the requests the model
-    received (None when the model does not record them); `max_steps` the bound the run had.
+    received (None when the model does not record them); `max_steps` the bound the run had;
+    `requests_without_signal` the requests whose `stream()` was not handed the run's signal.
     """
     try:
-        return _check_run(input_messages, messages, events, requests, reason, steps, caller_messages_after,
-                          system_prompt, definitions, max_steps)
+        problems = _check_run(input_messages, messages, events, requests, reason, steps, caller_messages_after,
+                              system_prompt, definitions, max_steps)
+        return problems + [f"request {_short_repr(n)} was made without the run's signal: an abort cannot stop "
+                           f"that answer" for n in requests_without_signal]
     except Exception as error:  # the arguments themselves are not lists, say: still a report
         return [f"the run could not be read: {type(error).__name__}: {_short_repr(str(error))}"]
 

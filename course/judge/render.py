@@ -27,6 +27,7 @@ def loop_run_problems(record: dict) -> list[str]:
         system_prompt=record.get("systemPrompt"),
         definitions=record.get("definitions") or [],
         max_steps=record.get("maxSteps"),
+        requests_without_signal=record.get("requestsWithoutTheRunsSignal") or [],
     )
 
 

@@ -38,6 +38,8 @@ class Run:
     definitions: list[dict] = field(default_factory=list, repr=False)
     """The registry's tool definitions: what every request must offer."""
     max_steps: Any = field(default=None, repr=False)
+    requests_without_signal: list[int] = field(default_factory=list, repr=False)
+    """The model requests whose `stream()` was not handed the run's signal (when the run had one)."""
     messages_json: bool = field(default=True, repr=False)
     """Whether the rendered run ends with the messages as JSON (a long run's snapshot leaves it out)."""
 
@@ -51,7 +53,7 @@ class Run:
             "events": self.events, "requests": self.requests, "executions": self.executions,
             "inputMessages": self.input_messages, "callerMessagesAfter": self.caller_messages_after,
             "systemPrompt": self.system_prompt, "definitions": self.definitions, "maxSteps": self.max_steps,
-            "messagesJson": self.messages_json,
+            "requestsWithoutTheRunsSignal": self.requests_without_signal, "messagesJson": self.messages_json,
         })
 
     @property
@@ -111,8 +113,20 @@ async def run_loop(
             executions.append(call["name"])
             return await execute_tool_call(call, tool_context)
 
+    handed: list[Any] = []  # the signal each model request was handed
+
+    class WatchedModel:
+        """`model`, noting the signal each `stream()` call is handed (its streams are the model's own)."""
+
+        def stream(self, request, *, signal=None):
+            handed.append(signal)
+            return model.stream(request, signal=signal)
+
+        def __getattr__(self, name):
+            return getattr(model, name)
+
     options = loop.AgentLoopOptions(
-        model=model,
+        model=WatchedModel(),
         context=context,
         tools=_counted_registry(registry, executions),
         signal=signal,
@@ -125,7 +139,8 @@ async def run_loop(
                requests=getattr(model, "requests", None), executions=executions, input_messages=input_messages,
                caller_messages_after=context["messages"], system_prompt=context["systemPrompt"],
                definitions=registry.definitions(),
-               max_steps=getattr(options, "max_steps", max_steps))  # a student's options may lack the field
+               max_steps=getattr(options, "max_steps", max_steps),  # a student's options may lack the field
+               requests_without_signal=[n for n, given in enumerate(handed, 1) if signal is not None and given is not signal])
 
 
 async def raised(awaitable, *, about: str) -> dict:

@@ -301,6 +301,8 @@ def _render(record: dict) -> str:
            f"tool executions  {len(record.get('executions') or [])}",
            *([f"without signal   {', '.join(map(str, record['withoutTheRunsSignal']))} (their context lacks the "
               "run's signal)"] if record.get("withoutTheRunsSignal") else []),
+           *([f"without signal   request {', '.join(map(str, record['requestsWithoutTheRunsSignal']))} (model.stream "
+              "was not handed the run's signal)"] if record.get("requestsWithoutTheRunsSignal") else []),
            f"tasks left       {record.get('tasksLeft')}",
            f"invariants       {'hold' if not problems else f'{len(problems)} broken'}"]
     out += [f"  broken {n}  {problem}" for n, problem in enumerate(problems, 1)]

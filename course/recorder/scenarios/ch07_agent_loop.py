@@ -156,6 +156,7 @@ class PlanModel:
         self.plan, self.state = plan, state
         self.requests: list = []
         self.streams: list = []
+        self.signals: list = []  # what each request's stream() was handed as its signal
         cancel = plan.get("cancel") or {}
         answers = []
         for n, step in enumerate(plan["steps"], 1):
@@ -179,6 +180,7 @@ class PlanModel:
 
     def stream(self, request, *, signal=None):
         index = len(self.requests)
+        self.signals.append(signal)
         try:  # the request as it is now (JSON round trip: a deep copy, in C)
             self.requests.append(json.loads(json.dumps(request, ensure_ascii=False, allow_nan=False)))
         except Exception:  # a loop may hand the model anything
@@ -425,6 +427,7 @@ async def run_plan(plan: dict, load) -> dict:
         requests=requests,
         executions=sorted(executed),
         withoutTheRunsSignal=sorted(unsignalled),
+        requestsWithoutTheRunsSignal=[n for n, given in enumerate(model.signals, 1) if given is not controller.signal],
         callerMessagesAfter="as the caller left them" if jsonable(caller_messages) == jsonable(caller_expects)
         else jsonable(caller_messages),
         contextAfter="as the caller left it" if (sorted(context) == context_keys
