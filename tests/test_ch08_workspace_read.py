@@ -418,13 +418,18 @@ class TestRefusals:
     async def test_a_special_file_is_refused_without_being_opened(self, ch06, ch08, place, opened, make, snapshot):
         """A FIFO or device node is refused by its type before it is opened (opening one can block or act)."""
         make(place.root / "special")
-        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        special = os.path.realpath(place.root / "special")
+        # The probe's control, whatever the tool does: it must see an open of this very file.
+        os.close(os.open(special, os.O_RDONLY | os.O_NONBLOCK))
+        probe_sees_it = special in opened
+        assert probe_sees_it, "the test's probe did not see the test itself open the special file"
+        opened.clear()  # only what the read opens (a reporting plugin also writes its file after set-up)
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "special"})
         assert (result["isError"], result.get("details")) == (True, {"error": "not_regular"}), \
             refusal_problem(result, "not_regular")
-        assert opened and os.path.realpath(place.root / "special") not in opened
-        assert tool_result_record(result, place, openedSomething=bool(opened),
-                                  openedSpecial=os.path.realpath(place.root / "special") in opened) == snapshot
+        assert special not in opened, "the read opened the special file"
+        assert tool_result_record(result, place, openedSpecial=special in opened, probeSeesOpens=probe_sees_it) \
+            == snapshot
 
     @pytest.mark.parametrize("arguments", [{"path": 7}, {"path": "README.md", "offset": 0},
                                            {"path": "README.md", "limit": -1}, {"path": "README.md", "mode": "w"},

@@ -418,7 +418,7 @@ def render_tool_result(record: dict) -> str:
         out += "blocked: the read waited on a FIFO until the test opened its other end\n"
     if "openedSpecial" in record:
         out += f"the special file was opened  {'yes' if record['openedSpecial'] else 'no'}\n"
-        out += f"seen opening files  {'yes' if record.get('openedSomething') else 'no'}\n"
+        out += f"the probe saw the test open it  {'yes' if record.get('probeSeesOpens') else 'no'}\n"
     return out
 
 
