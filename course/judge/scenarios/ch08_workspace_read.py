@@ -94,6 +94,64 @@ def bad_files(draw) -> dict:
     return {"hex": data.hex(), "what": f"{len(data)} bytes of {unit!r}" + (f", {bad} at byte {at}" if bad else "")}
 
 
+FILLER = b"x" * 99 + b"\n"
+"""A 100-byte line: the two big files below are made of it, so that a byte offset may land anywhere in a line."""
+
+
+def filled(start: int, end: int) -> list[list]:
+    """Pieces ([hex, times], one line each) of FILLER lines from byte `start` to `end`, a shorter last line
+    making up the rest."""
+    gap = end - start
+    pieces = [[FILLER.hex(), gap // len(FILLER)]] if gap >= len(FILLER) else []
+    if gap % len(FILLER):
+        pieces.append([(b"x" * (gap % len(FILLER) - 1) + b"\n").hex(), 1])
+    return pieces
+
+
+CHUNK_CUTS = [(65536, "😀", 1), (131072, "汉", 2), (196608, "é", 1), (1048576, "😀", 3)]
+"""(a byte offset, a character, how many of its bytes lie before the offset): characters cut by the
+reference's 64 KiB chunks, and by a chunk of any power of two up to 1 MiB."""
+
+
+def chunk_cut_file() -> tuple[dict, list[dict]]:
+    """A 1 MB UTF-8 text file with each CHUNK_CUTS character starting a line across its offset, its last
+    line without a newline (a decoder that forgets the head of a cut character refuses it), and the
+    windows read in it: its first line, each cut line, the last line and one past it."""
+    pieces, at, marks = [], 0, []
+    for offset, char, before in CHUNK_CUTS:
+        pieces += filled(at, offset - before)
+        line = (char + f" across byte {offset}\n").encode()
+        pieces.append([line.hex(), 1])
+        marks.append(sum(times for _, times in pieces))
+        at = offset - before + len(line)
+    pieces += filled(at, at + 1000) + [[b"the end".hex(), 1]]
+    total = sum(times for _, times in pieces)
+    windows = [{"limit": 1}, {"offset": total}, {"offset": total + 1}]
+    for line in marks:
+        windows += [{"offset": line}, {"offset": line - 1, "limit": 3}]
+    cuts = ", ".join(f"{char} across byte {offset} (line {line})" for (offset, char, _), line in zip(CHUNK_CUTS, marks))
+    entry = {"path": "chunks.txt", "type": "pieces", "pieces": pieces,
+             "what": f"{total} lines of up to {len(FILLER)} bytes, {cuts}, the last one without a newline"}
+    return entry, windows
+
+
+FAR_LINE = 11_001
+"""The line of far.txt that starts with a bad byte sequence, at byte 1,100,000: past any first chunk of up
+to 1 MiB, so a read whose window ends long before it serves the file; a read of the whole file meets it."""
+
+
+def far_bad_file(bad: str) -> tuple[dict, list[dict]]:
+    """A text file with `bad` (of BAD_BYTES) far past the windows read first, and windows that end long
+    before it, just before it (the next line starts with it) and at it."""
+    pieces = [[FILLER.hex(), FAR_LINE - 1], [(BAD_BYTES[bad] + b" past the window\n").hex(), 1], [FILLER.hex(), 10]]
+    windows = [{"limit": 1}, {}, {"offset": 2, "limit": 3}, {"offset": 5000}, {"offset": FAR_LINE - 1, "limit": 1},
+               {"offset": FAR_LINE}]
+    entry = {"path": "far.txt", "type": "pieces", "pieces": pieces,
+             "what": f"lines of {len(FILLER)} bytes, {bad} at byte {(FAR_LINE - 1) * len(FILLER)} "
+                     f"(the start of line {FAR_LINE}), 10 more lines"}
+    return entry, windows
+
+
 # ---------------------------------------------------------------- the workspace every plan starts from
 
 BASE_FILES = {
@@ -271,6 +329,15 @@ def refusal_plans(draw) -> dict:
                 {"path": CUT_AT_THE_END[0], "type": "file", "hex": CUT_AT_THE_END[1].hex()}]
     caps = draw(st.sampled_from([{}, {"max_lines": 1}, {"max_lines": 2, "max_bytes": 30}, {"max_bytes": 5}]))
     reads = draw(st.lists(refusal_reads([*files, CUT_AT_THE_END[0]]), min_size=2, max_size=6))
+    # One number picks the big files and their windows: Hypothesis's own choices would favour a few of them.
+    pick = draw(st.integers(0, 2**32))
+    bad = list(BAD_BYTES)[pick // 4 % len(BAD_BYTES)]
+    big = [chunk_cut_file()] * (pick % 4 in (1, 3)) + [far_bad_file(bad)] * (pick % 4 >= 2)
+    pick //= 4 * len(BAD_BYTES)
+    for entry, windows in big:  # two reads of each: they are 1 MB
+        entries.append(entry)
+        reads += [{"arguments": {"path": entry["path"], **windows[pick % len(windows)]}},
+                  {"arguments": {"path": entry["path"], **windows[pick // len(windows) % len(windows)]}}]
     return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads}
 
 
@@ -480,7 +547,7 @@ def describe(plan: dict) -> str:
     for entry in plan.get("entries", []):
         if entry["path"] in base:
             continue
-        if entry["type"] == "file":
+        if entry["type"] in ("file", "pieces"):
             parts.append(f"{entry['path']}: {entry.get('what') or _bytes(entry['hex'])}")
         elif entry["type"] == "big":
             parts.append(f"{entry['path']}: {entry['lines']} lines of {entry['width']} bytes")

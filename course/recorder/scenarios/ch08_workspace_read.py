@@ -6,7 +6,8 @@ A plan (JSON, drawn by `course.judge.scenarios.ch08_workspace_read`):
    "caps": {"max_lines": int, "max_bytes": int} (either may be left out: the tool's default),
    "entries": [{"path": "docs/a.txt", "type": "file", "hex": "..."} | {"path", "type": "dir"}
                | {"path", "type": "link", "target": "..."} | {"path", "type": "fifo" | "socket" | "device"}
-               | {"path", "type": "big", "lines": int, "width": int}],
+               | {"path", "type": "big", "lines": int, "width": int}
+               | {"path", "type": "pieces", "pieces": [[hex, times], ...]}],   each hex's bytes `times` times
    "reads": [{"arguments": {...}, "signal": "none" | "fresh" | "before" | "during", "follow": int}],
    "loop": bool}              the reads are one batch of calls a scripted model makes through the reference loop
 Strings in targets and arguments may hold `{tmp}` (the run's temporary directory), `{root}` (the root
@@ -114,7 +115,7 @@ def build(tmp: str, plan: dict) -> dict[str, str]:
     if real != root:
         os.symlink("ws-real", root)
     places = {"tmp": tmp, "root": root, "real": real}
-    order = {"dir": 0, "file": 1, "big": 1, "fifo": 2, "socket": 2, "device": 2, "link": 3}
+    order = {"dir": 0, "file": 1, "big": 1, "pieces": 1, "fifo": 2, "socket": 2, "device": 2, "link": 3}
     for entry in sorted(plan.get("entries", []), key=lambda e: order.get(e["type"], 4)):
         path = os.path.join(real, entry["path"])
         kind = entry["type"]
@@ -129,6 +130,9 @@ def build(tmp: str, plan: dict) -> dict[str, str]:
             line = ("w" * (entry["width"] - 1) + "\n").encode()
             with open(path, "wb") as f:
                 f.write(line * entry["lines"])
+        elif kind == "pieces":
+            with open(path, "wb") as f:
+                f.write(b"".join(bytes.fromhex(piece) * times for piece, times in entry["pieces"]))
         elif kind == "link":
             os.symlink(expand(entry["target"], places), path)
         elif kind == "fifo":
