@@ -114,16 +114,17 @@ reference's 64 KiB chunks, and by a chunk of any power of two up to 1 MiB."""
 
 
 def chunk_cut_file() -> tuple[dict, list[dict]]:
-    """A 1 MB UTF-8 text file with each CHUNK_CUTS character starting a line across its offset, its last
-    line without a newline (a decoder that forgets the head of a cut character refuses it), and the
-    windows read in it: its first line, each cut line, the last line and one past it."""
+    """A 1 MB UTF-8 text file with each CHUNK_CUTS character across its offset, two bytes into its line
+    (a decoder that forgets the head of a cut character refuses the file; a chunk's end is not a line's),
+    its last line without a newline, and the windows read in it: its first line, each line with a cut
+    character, the last line and one past it."""
     pieces, at, marks = [], 0, []
     for offset, char, before in CHUNK_CUTS:
-        pieces += filled(at, offset - before)
-        line = (char + f" across byte {offset}\n").encode()
+        line = f"> {char} across byte {offset}\n".encode()
+        pieces += filled(at, offset - before - 2)
         pieces.append([line.hex(), 1])
         marks.append(sum(times for _, times in pieces))
-        at = offset - before + len(line)
+        at = offset - before - 2 + len(line)
     pieces += filled(at, at + 1000) + [[b"the end".hex(), 1]]
     total = sum(times for _, times in pieces)
     windows = [{"limit": 1}, {"offset": total}, {"offset": total + 1}]
@@ -176,6 +177,9 @@ LINKS = {
     # loops that pass through a directory on every turn: a count of links kept per directory never ends them
     "ring/back": "../ring/back", "ring/abs": "{real}/ring/abs", "ring/there": "../docs/to_ring",
     "docs/to_ring": "../ring/there", "ring/via_dl": "../dl/to_ring_dl", "docs/to_ring_dl": "../ring/via_dl",
+    "root_again": "{root}", "real_again": "{real}/docs/..",  # the root itself, absolutely: inside
+    "dangling": "nope.md", "dangling_abs": "{real}/nope.md",  # inside, to nothing: not found
+    "dangling_out": "{tmp}/nope.txt",  # outside, to nothing: refused as outside, not as missing
 }
 LONG_NAMES = ["n" * 255, "汉" * 85, "é" * 127]
 """File names of 255 bytes or just under: they exist. One byte or character more is too long."""
@@ -192,6 +196,8 @@ INSIDE = ["README.md", "docs/guide.md", "a/b/c/deep.txt", "docs/readme", "in_abs
 OUTSIDE_LINKS = ["out_abs", "out_rel", "out_dir/secret.txt", "a/b/c/deep_out", "slash/etc/passwd",
                  "docs/up2/secret.txt", "docs/inner/c/deep_out", "prefix", "fifolink", "in_then_up",
                  "dotdot_middle", "chain_out", "dl/up2/secret.txt"]
+LINK_EDGES = ["root_again/README.md", "real_again/docs/guide.md", "dangling", "dangling_abs", "dangling_out"]
+"""Links to the root itself (one through an absolute ".." that stays inside), and to nothing inside and outside."""
 LOOPS = ["loop1", "self", "dirloop", "here/loop2", "ring/back", "ring/abs", "ring/there", "docs/to_ring",
          "ring/via_dl", "dl/to_ring", "here/ring/back/x"]
 ABSOLUTE_OUTSIDE = ["{tmp}/secret.txt", "/etc/passwd", "{real}-evil/secret.txt", "{root}-evil/secret.txt",
@@ -218,12 +224,14 @@ def spelled(draw, relative: str) -> str:
 
 @st.composite
 def escape_paths(draw) -> str:
-    kind = draw(st.sampled_from(["inside", "inside", "outside_link", "loop", "absolute", "too_long",
+    kind = draw(st.sampled_from(["inside", "inside", "outside_link", "link_edge", "loop", "absolute", "too_long",
                                  "too_long_in_bytes", "fit", "links"]))
     if kind == "inside":
         return draw(spelled(draw(st.sampled_from(INSIDE))))
     if kind == "outside_link":
         return draw(spelled(draw(st.sampled_from(OUTSIDE_LINKS))))
+    if kind == "link_edge":
+        return draw(spelled(draw(st.sampled_from(LINK_EDGES))))
     if kind == "loop":
         return draw(spelled(draw(st.sampled_from(LOOPS))))
     if kind == "absolute":
@@ -307,8 +315,8 @@ def refusal_reads(draw, bad: list[str]) -> dict:
         return {"arguments": {"path": draw(st.sampled_from(bad)),
                               **draw(st.sampled_from([{}, {}, {"limit": 1}, {"offset": 2, "limit": 1}]))}}
     if kind == "special":
-        return {"arguments": {"path": draw(st.sampled_from(["docs", ".", "pipe", "agent.sock", "null", "dl",
-                                                             "docs/", "{root}", "{real}"]))}}
+        return {"arguments": {"path": draw(st.sampled_from(["pipelink", "docs", ".", "pipe", "agent.sock", "null",
+                                                             "dl", "docs/", "{root}", "{real}"]))}}
     if kind == "path":
         return {"arguments": {"path": draw(st.sampled_from(["", "nope.md", "nope/x.md", "README.md/x", "README.md\0",
                                                              "docs\0/guide.md", "\udcff.md", "empty.txt/x"]))}}
@@ -326,6 +334,7 @@ def refusal_plans(draw) -> dict:
     entries = base_entries() + [{"path": name, "type": "file", **f} for name, f in files.items()]
     entries += [{"path": "empty.txt", "type": "file", "hex": ""}, {"path": "pipe", "type": "fifo"},
                 {"path": "agent.sock", "type": "socket"}, {"path": "null", "type": "device"},
+                {"path": "pipelink", "type": "link", "target": "pipe"},  # the FIFO, reached through a link
                 {"path": CUT_AT_THE_END[0], "type": "file", "hex": CUT_AT_THE_END[1].hex()}]
     caps = draw(st.sampled_from([{}, {"max_lines": 1}, {"max_lines": 2, "max_bytes": 30}, {"max_bytes": 5}]))
     reads = draw(st.lists(refusal_reads([*files, CUT_AT_THE_END[0]]), min_size=2, max_size=6))
