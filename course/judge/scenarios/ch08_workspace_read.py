@@ -177,9 +177,10 @@ LINKS = {
     # loops that pass through a directory on every turn: a count of links kept per directory never ends them
     "ring/back": "../ring/back", "ring/abs": "{real}/ring/abs", "ring/there": "../docs/to_ring",
     "docs/to_ring": "../ring/there", "ring/via_dl": "../dl/to_ring_dl", "docs/to_ring_dl": "../ring/via_dl",
-    "root_again": "{root}", "real_again": "{real}/docs/..",  # the root itself, absolutely: inside
+    "root_again": "{root}/docs/../real_again", "real_again": "{real}",  # the root itself, absolutely: inside
     "dangling": "nope.md", "dangling_abs": "{real}/nope.md",  # inside, to nothing: not found
     "dangling_out": "{tmp}/nope.txt",  # outside, to nothing: refused as outside, not as missing
+    "slashy": ".//docs/./",  # a target spelled with ./, // and a trailing /
 }
 LONG_NAMES = ["n" * 255, "汉" * 85, "é" * 127]
 """File names of 255 bytes or just under: they exist. One byte or character more is too long."""
@@ -196,8 +197,10 @@ INSIDE = ["README.md", "docs/guide.md", "a/b/c/deep.txt", "docs/readme", "in_abs
 OUTSIDE_LINKS = ["out_abs", "out_rel", "out_dir/secret.txt", "a/b/c/deep_out", "slash/etc/passwd",
                  "docs/up2/secret.txt", "docs/inner/c/deep_out", "prefix", "fifolink", "in_then_up",
                  "dotdot_middle", "chain_out", "dl/up2/secret.txt"]
-LINK_EDGES = ["root_again/README.md", "real_again/docs/guide.md", "dangling", "dangling_abs", "dangling_out"]
-"""Links to the root itself (one through an absolute ".." that stays inside), and to nothing inside and outside."""
+LINK_EDGES = ["dangling_out", "root_again/README.md", "real_again/docs/guide.md", "dangling", "dangling_abs",
+              "slashy/guide.md"]
+"""Links to nothing outside and inside, to the root itself (reached through an absolute ".." that stays inside),
+and one whose target is spelled with ./ and //."""
 LOOPS = ["loop1", "self", "dirloop", "here/loop2", "ring/back", "ring/abs", "ring/there", "docs/to_ring",
          "ring/via_dl", "dl/to_ring", "here/ring/back/x"]
 ABSOLUTE_OUTSIDE = ["{tmp}/secret.txt", "/etc/passwd", "{real}-evil/secret.txt", "{root}-evil/secret.txt",
@@ -212,12 +215,13 @@ FIT = ["." + "/" * 4085 + "README.md", "./" * 2040 + "docs/guide.md"]
 
 @st.composite
 def spelled(draw, relative: str) -> str:
-    """`relative` as a model may spell it: as it is, with ./ and //, absolute through the root as given,
-    through the real directory, through /proc, or with a .. that climbs back in."""
-    how = draw(st.sampled_from(["plain", "plain", "dot", "double", "root", "real", "root_dot", "proc", "climb",
-                                "parent_in"]))
+    """`relative` as a model may spell it: as it is, with ./ and //, absolute through the root as given (also
+    with // around it), through the real directory, through /proc, or with a .. that climbs back in."""
+    how = draw(st.sampled_from(["plain", "plain", "dot", "double", "root", "real", "root_dot", "root_double", "proc",
+                                "climb", "parent_in"]))
     return {"plain": relative, "dot": "./" + relative, "double": relative.replace("/", "//"),
             "root": "{root}/" + relative, "real": "{real}/" + relative, "root_dot": "{root}/./" + relative,
+            "root_double": "/{root}//" + relative,
             "proc": "/proc/self/root{real}/" + relative, "climb": "{root}/../ws/" + relative,
             "parent_in": "docs/../" + relative}[how]
 
