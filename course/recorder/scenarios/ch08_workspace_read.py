@@ -20,7 +20,9 @@ the reads through the reference chapter 06 executor (or the reference chapter 07
 descriptors open in /proc/self/fd before and after each read, notes every path the read opened
 outside the workspace, and removes the directory. The record holds `{tmp}` wherever the run's
 temporary path appeared. Nothing waits unboundedly: a read that has not finished after a time bound
-(a CPU-bound loop, a blocking open, an await that never ends) is interrupted and recorded as such.
+(a CPU-bound loop, a blocking open, an await that never ends) is interrupted and recorded as such, and
+the record says `interrupted` (plain pytest then does not shrink the plan: each smaller one could
+spin as long again).
 """
 
 from __future__ import annotations
@@ -325,6 +327,7 @@ async def run_plan(plan: dict, load) -> dict:
         real_root = os.path.realpath(places["root"])
         if plan.get("loop"):
             record["loop"] = await loop_of_reads(plan, registry, places, key, real_root, ours)
+            record["interrupted"] = bool(record["loop"].get("timedOut"))
             return jsonable(hide(record, tmp))
         for read in plan["reads"]:
             arguments = expand(read["arguments"], places)
@@ -338,6 +341,7 @@ async def run_plan(plan: dict, load) -> dict:
                 if next_offset is None:
                     break
                 arguments = {**arguments, "offset": next_offset}
+        record["interrupted"] = any(read.get("timedOut") for read in record["reads"])
         return jsonable(hide(record, tmp))
     finally:
         remove(tmp)
