@@ -177,7 +177,8 @@ LINKS = {
     # loops that pass through a directory on every turn: a count of links kept per directory never ends them
     "ring/back": "../ring/back", "ring/abs": "{real}/ring/abs", "ring/there": "../docs/to_ring",
     "docs/to_ring": "../ring/there", "ring/via_dl": "../dl/to_ring_dl", "docs/to_ring_dl": "../ring/via_dl",
-    "root_again": "{root}/docs/../real_again", "real_again": "{real}",  # the root itself, absolutely: inside
+    # the root itself, absolutely (real_again), reached through an absolute ".." that stays inside: inside
+    "root_again": "{root}/docs/../real_again", "real_again": "{real}",
     "dangling": "nope.md", "dangling_abs": "{real}/nope.md",  # inside, to nothing: not found
     "dangling_out": "{tmp}/nope.txt",  # outside, to nothing: refused as outside, not as missing
     "slashy": ".//docs/./",  # a target spelled with ./, // and a trailing /
