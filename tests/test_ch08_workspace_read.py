@@ -140,6 +140,16 @@ def result_text(result) -> str:
     return "".join(block["text"] for block in result["content"])
 
 
+def refusal_problem(result, code: str) -> str:
+    """A failed refusal check in one line (the line a failure report shows): the code expected, what came."""
+    try:
+        said = repr(result_text(result)[:160])
+    except (KeyError, TypeError):
+        said = f"content {result.get('content')!r}"[:160]
+    return (f"expected isError True and details {{'error': {code!r}}}; got isError {result.get('isError')!r} "
+            f"and details {result.get('details')!r}: {said}")
+
+
 def fd_path(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
 
@@ -299,7 +309,7 @@ class TestNothingOutsideTheRootIsOpened:
         template, code = ESCAPES[attempt]
         path = template.format(tmp=place.tmp, root=place.root)
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": path})
-        assert (result["isError"], result.get("details")) == (True, {"error": code}), result_text(result)
+        assert (result["isError"], result.get("details")) == (True, {"error": code}), refusal_problem(result, code)
         assert SECRET not in result_text(result) and "Traceback" not in result_text(result)
         assert outside(opened, place.root) == []
         assert hide(jsonable({"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root)}),
@@ -401,19 +411,25 @@ class TestRefusals:
         fired = fifo_watchdog(place.root / arguments["path"])
         result = await read(ch06, ch08.create_read_tool(place.root), arguments)
         assert fired == [], "the read blocked"
-        assert (result["isError"], result["details"]) == (True, {"error": code})
+        assert (result["isError"], result.get("details")) == (True, {"error": code}), refusal_problem(result, code)
         assert tool_result_record(result, place, blocked=bool(fired)) == snapshot
 
     @pytest.mark.parametrize("make", [os.mkfifo, make_device], ids=["fifo", "device"])
     async def test_a_special_file_is_refused_without_being_opened(self, ch06, ch08, place, opened, make, snapshot):
         """A FIFO or device node is refused by its type before it is opened (opening one can block or act)."""
         make(place.root / "special")
-        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        special = os.path.realpath(place.root / "special")
+        # The probe's control, whatever the tool does: it must see an open of this very file.
+        os.close(os.open(special, os.O_RDONLY | os.O_NONBLOCK))
+        probe_sees_it = special in opened
+        assert probe_sees_it, "the test's probe did not see the test itself open the special file"
+        opened.clear()  # only what the read opens (a reporting plugin also writes its file after set-up)
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "special"})
-        assert (result["isError"], result["details"]) == (True, {"error": "not_regular"})
-        assert opened and os.path.realpath(place.root / "special") not in opened
-        assert tool_result_record(result, place, openedSomething=bool(opened),
-                                  openedSpecial=os.path.realpath(place.root / "special") in opened) == snapshot
+        assert (result["isError"], result.get("details")) == (True, {"error": "not_regular"}), \
+            refusal_problem(result, "not_regular")
+        assert special not in opened, "the read opened the special file"
+        assert tool_result_record(result, place, openedSpecial=special in opened, probeSeesOpens=probe_sees_it) \
+            == snapshot
 
     @pytest.mark.parametrize("arguments", [{"path": 7}, {"path": "README.md", "offset": 0},
                                            {"path": "README.md", "limit": -1}, {"path": "README.md", "mode": "w"},
@@ -520,7 +536,8 @@ class TestAbort:
         controller.abort()
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "README.md"},
                             tool_context(signal=controller.signal))
-        assert (result["isError"], result["details"]) == (True, {"error": "aborted"})
+        assert (result["isError"], result.get("details")) == (True, {"error": "aborted"}), \
+            refusal_problem(result, "aborted")
         record = reads_record([({"path": "README.md"}, result, [])], place)
         record["reads"][0]["signal"] = "before"
         assert record == snapshot
@@ -537,7 +554,9 @@ class TestAbort:
 
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "huge.txt", "offset": 60_001},
                             tool_context(signal=controller.signal, progress=progress))
-        assert (result["isError"], result["details"], len(reports)) == (True, {"error": "aborted"}, 1)
+        assert (result["isError"], result.get("details")) == (True, {"error": "aborted"}), \
+            refusal_problem(result, "aborted")
+        assert len(reports) == 1, f"expected 1 progress report (the read aborted at the first); got {len(reports)}"
 
         unaborted = []
         whole = await read(ch06, ch08.create_read_tool(place.root), {"path": "huge.txt", "offset": 60_001},

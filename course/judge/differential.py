@@ -220,7 +220,8 @@ _abandoned: list[asyncio.Runner] = []
 
 
 class SectionStopped(BaseException):
-    """A plan ran past its time limit: the section stops there (Hypothesis does not catch it to shrink)."""
+    """A plan ran past its time limit, or its record says a time bound cut its run short ("interrupted"):
+    the section stops there (Hypothesis does not catch it to shrink)."""
 
 
 def compare_section(module: str, section: str) -> None:
@@ -238,7 +239,8 @@ def compare_section(module: str, section: str) -> None:
     def check(plan):
         try:
             with time_limit(PLAN_TIMEOUT, "a generated plan") as watch:
-                got = render_record(run_plan(module, plan, impl.load_checkpoint, runner))
+                record = run_plan(module, plan, impl.load_checkpoint, runner)
+                got = render_record(record)
         except PlanTimedOut:
             watch.fired = watch.fired or 1
         if watch.fired:  # not shrunk: each smaller plan could spin as long again
@@ -252,6 +254,8 @@ def compare_section(module: str, section: str) -> None:
             if hunt_seed is not None:
                 note(f"profile {name}, seed {hunt_seed}: rerun with {PROFILE_ENV}={name} {SEED_ENV}={hunt_seed}")
             note(got)
+            if record.get("interrupted"):  # not shrunk: each smaller plan could spin as long again
+                raise SectionStopped(problem)
             raise AssertionError(problem)
 
     stopped = None

@@ -96,6 +96,65 @@ def bad_files(draw) -> dict:
     return {"hex": data.hex(), "what": f"{len(data)} bytes of {unit!r}" + (f", {bad} at byte {at}" if bad else "")}
 
 
+FILLER = b"x" * 99 + b"\n"
+"""A 100-byte line: the two big files below are made of it, so that a byte offset may land anywhere in a line."""
+
+
+def filled(start: int, end: int) -> list[list]:
+    """Pieces ([hex, times], one line each) of FILLER lines from byte `start` to `end`, a shorter last line
+    making up the rest."""
+    gap = end - start
+    pieces = [[FILLER.hex(), gap // len(FILLER)]] if gap >= len(FILLER) else []
+    if gap % len(FILLER):
+        pieces.append([(b"x" * (gap % len(FILLER) - 1) + b"\n").hex(), 1])
+    return pieces
+
+
+CHUNK_CUTS = [(65536, "😀", 1), (131072, "汉", 2), (196608, "é", 1), (1048576, "😀", 3)]
+"""(a byte offset, a character, how many of its bytes lie before the offset): characters cut by the
+reference's 64 KiB chunks, and by a chunk of any power of two up to 1 MiB."""
+
+
+def chunk_cut_file() -> tuple[dict, list[dict]]:
+    """A 1 MB UTF-8 text file with each CHUNK_CUTS character across its offset, two bytes into its line
+    (a decoder that forgets the head of a cut character refuses the file; a chunk's end is not a line's),
+    its last line without a newline, and the windows read in it: its first line, each line with a cut
+    character, the last line and one past it."""
+    pieces, at, marks = [], 0, []
+    for offset, char, before in CHUNK_CUTS:
+        line = f"> {char} across byte {offset}\n".encode()
+        pieces += filled(at, offset - before - 2)
+        pieces.append([line.hex(), 1])
+        marks.append(sum(times for _, times in pieces))
+        at = offset - before - 2 + len(line)
+    pieces += filled(at, at + 1000) + [[b"the end".hex(), 1]]
+    total = sum(times for _, times in pieces)
+    windows = [{"limit": 1}, {"offset": total}, {"offset": total + 1}]
+    for line in marks:
+        windows += [{"offset": line}, {"offset": line - 1, "limit": 3}]
+    cuts = ", ".join(f"{char} across byte {offset} (line {line})" for (offset, char, _), line in zip(CHUNK_CUTS, marks))
+    entry = {"path": "chunks.txt", "type": "pieces", "pieces": pieces,
+             "what": f"{total} lines of up to {len(FILLER)} bytes, {cuts}, the last one without a newline"}
+    return entry, windows
+
+
+FAR_LINE = 11_001
+"""The line of far.txt that starts with a bad byte sequence, at byte 1,100,000: past any first chunk of up
+to 1 MiB, so a read whose window ends long before it serves the file; a read of the whole file meets it."""
+
+
+def far_bad_file(bad: str) -> tuple[dict, list[dict]]:
+    """A text file with `bad` (of BAD_BYTES) far past the windows read first, and windows that end long
+    before it, just before it (the next line starts with it) and at it."""
+    pieces = [[FILLER.hex(), FAR_LINE - 1], [(BAD_BYTES[bad] + b" past the window\n").hex(), 1], [FILLER.hex(), 10]]
+    windows = [{"limit": 1}, {}, {"offset": 2, "limit": 3}, {"offset": 5000}, {"offset": FAR_LINE - 1, "limit": 1},
+               {"offset": FAR_LINE}]
+    entry = {"path": "far.txt", "type": "pieces", "pieces": pieces,
+             "what": f"lines of {len(FILLER)} bytes, {bad} at byte {(FAR_LINE - 1) * len(FILLER)} "
+                     f"(the start of line {FAR_LINE}), 10 more lines"}
+    return entry, windows
+
+
 # ---------------------------------------------------------------- the workspace every plan starts from
 
 BASE_FILES = {
@@ -117,6 +176,14 @@ LINKS = {
     "prefix": "{real}-evil/secret.txt", "fifolink": "{tmp}/fifo", "in_then_up": "{real}/../secret.txt",
     "dotdot_middle": "docs/../../secret.txt", "chain_out": "c3", "c3": "{tmp}/secret.txt",
     "loop1": "loop2", "loop2": "loop1", "self": "self", "dirloop": "dirloop/x",
+    # loops that pass through a directory on every turn: a count of links kept per directory never ends them
+    "ring/back": "../ring/back", "ring/abs": "{real}/ring/abs", "ring/there": "../docs/to_ring",
+    "docs/to_ring": "../ring/there", "ring/via_dl": "../dl/to_ring_dl", "docs/to_ring_dl": "../ring/via_dl",
+    # the root itself, absolutely (real_again), reached through an absolute ".." that stays inside: inside
+    "root_again": "{root}/docs/../real_again", "real_again": "{real}",
+    "dangling": "nope.md", "dangling_abs": "{real}/nope.md",  # inside, to nothing: not found
+    "dangling_out": "{tmp}/nope.txt",  # outside, to nothing: refused as outside, not as missing
+    "slashy": ".//docs/./",  # a target spelled with ./, // and a trailing /
 }
 LONG_NAMES = ["n" * 255, "汉" * 85, "é" * 127]
 """File names of 255 bytes or just under: they exist. One byte or character more is too long."""
@@ -132,38 +199,54 @@ INSIDE = ["README.md", "docs/guide.md", "a/b/c/deep.txt", "docs/readme", "in_abs
           "here/here/README.md", "docs/inner/c/deep.txt", "a/b/abs_readme", *LONG_NAMES]
 OUTSIDE_LINKS = ["out_abs", "out_rel", "out_dir/secret.txt", "a/b/c/deep_out", "slash/etc/passwd",
                  "docs/up2/secret.txt", "docs/inner/c/deep_out", "prefix", "fifolink", "in_then_up",
-                 "dotdot_middle", "chain_out", "dl/up2/secret.txt", "loop1", "self", "dirloop", "here/loop2"]
+                 "dotdot_middle", "chain_out", "dl/up2/secret.txt"]
+LINK_EDGES = ["dangling_out", "root_again/README.md", "real_again/docs/guide.md", "dangling", "dangling_abs",
+              "slashy/guide.md"]
+"""Links to nothing outside and inside, to the root itself (reached through an absolute ".." that stays inside),
+and one whose target is spelled with ./ and //."""
+LOOPS = ["loop1", "self", "dirloop", "here/loop2", "ring/back", "ring/abs", "ring/there", "docs/to_ring",
+         "ring/via_dl", "dl/to_ring", "here/ring/back/x"]
 ABSOLUTE_OUTSIDE = ["{tmp}/secret.txt", "/etc/passwd", "{real}-evil/secret.txt", "{root}-evil/secret.txt",
                     "/proc/self/root{real}/README.md", "{tmp}/outside/secret.txt", "{tmp}", "/"]
-TOO_LONG = ["n" * 256, "汉" * 86, "é" * 128, "docs/" + "x" * 256, "." + "/" * 4087 + "README.md",
-            "./" * 2044 + "docs/guide.md"]
+TOO_LONG = ["n" * 256, "docs/" + "x" * 256, "." + "/" * 4087 + "README.md", "./" * 2044 + "docs/guide.md"]
+TOO_LONG_IN_BYTES = ["汉" * 86, "é" * 128, "/".join(["汉" * 80] * 17) + "/x.txt",
+                     "/".join(["é" * 120] * 17) + "/x.txt"]
+"""Too long in bytes, not in characters: names of 258 and 256 bytes, paths of 4102 bytes (1382 and 2062 characters)."""
 FIT = ["." + "/" * 4085 + "README.md", "./" * 2040 + "docs/guide.md"]
 """4095 and 4093 bytes: just inside. (At exactly 4096 bytes the kernel and the chapter disagree; no plan goes there.)"""
 
 
 @st.composite
 def spelled(draw, relative: str) -> str:
-    """`relative` as a model may spell it: as it is, with ./ and //, absolute through the root as given,
-    through the real directory, through /proc, or with a .. that climbs back in."""
-    how = draw(st.sampled_from(["plain", "plain", "dot", "double", "root", "real", "root_dot", "proc", "climb",
-                                "parent_in"]))
+    """`relative` as a model may spell it: as it is, with ./ and //, absolute through the root as given (also
+    with // around it), through the real directory, through /proc, or with a .. that climbs back in."""
+    how = draw(st.sampled_from(["plain", "plain", "dot", "double", "root", "real", "root_dot", "root_double", "proc",
+                                "climb", "parent_in"]))
     return {"plain": relative, "dot": "./" + relative, "double": relative.replace("/", "//"),
             "root": "{root}/" + relative, "real": "{real}/" + relative, "root_dot": "{root}/./" + relative,
+            "root_double": "/{root}//" + relative,
             "proc": "/proc/self/root{real}/" + relative, "climb": "{root}/../ws/" + relative,
             "parent_in": "docs/../" + relative}[how]
 
 
 @st.composite
 def escape_paths(draw) -> str:
-    kind = draw(st.sampled_from(["inside", "inside", "outside_link", "absolute", "too_long", "fit", "links"]))
+    kind = draw(st.sampled_from(["inside", "inside", "outside_link", "link_edge", "loop", "absolute", "too_long",
+                                 "too_long_in_bytes", "fit", "links"]))
     if kind == "inside":
         return draw(spelled(draw(st.sampled_from(INSIDE))))
     if kind == "outside_link":
         return draw(spelled(draw(st.sampled_from(OUTSIDE_LINKS))))
+    if kind == "link_edge":
+        return draw(spelled(draw(st.sampled_from(LINK_EDGES))))
+    if kind == "loop":
+        return draw(spelled(draw(st.sampled_from(LOOPS))))
     if kind == "absolute":
         return draw(st.sampled_from(ABSOLUTE_OUTSIDE))
     if kind == "too_long":
         return draw(st.sampled_from(TOO_LONG))
+    if kind == "too_long_in_bytes":
+        return draw(st.sampled_from(TOO_LONG_IN_BYTES))
     if kind == "fit":
         return draw(st.sampled_from(FIT))
     links = draw(st.sampled_from([1, 39, 40, 40, 41, 41, 45]))  # the walk follows at most 40 links
@@ -239,8 +322,8 @@ def refusal_reads(draw, bad: list[str]) -> dict:
         return {"arguments": {"path": draw(st.sampled_from(bad)),
                               **draw(st.sampled_from([{}, {}, {"limit": 1}, {"offset": 2, "limit": 1}]))}}
     if kind == "special":
-        return {"arguments": {"path": draw(st.sampled_from(["docs", ".", "pipe", "agent.sock", "null", "dl",
-                                                             "docs/", "{root}", "{real}"]))}}
+        return {"arguments": {"path": draw(st.sampled_from(["pipelink", "docs", ".", "pipe", "agent.sock", "null",
+                                                             "dl", "docs/", "{root}", "{real}"]))}}
     if kind == "path":
         return {"arguments": {"path": draw(st.sampled_from(["", "nope.md", "nope/x.md", "README.md/x", "README.md\0",
                                                              "docs\0/guide.md", "\udcff.md", "empty.txt/x"]))}}
@@ -258,9 +341,19 @@ def refusal_plans(draw) -> dict:
     entries = base_entries() + [{"path": name, "type": "file", **f} for name, f in files.items()]
     entries += [{"path": "empty.txt", "type": "file", "hex": ""}, {"path": "pipe", "type": "fifo"},
                 {"path": "agent.sock", "type": "socket"}, {"path": "null", "type": "device"},
+                {"path": "pipelink", "type": "link", "target": "pipe"},  # the FIFO, reached through a link
                 {"path": CUT_AT_THE_END[0], "type": "file", "hex": CUT_AT_THE_END[1].hex()}]
     caps = draw(st.sampled_from([{}, {"max_lines": 1}, {"max_lines": 2, "max_bytes": 30}, {"max_bytes": 5}]))
     reads = draw(st.lists(refusal_reads([*files, CUT_AT_THE_END[0]]), min_size=2, max_size=6))
+    # One number picks the big files and their windows: Hypothesis's own choices would favour a few of them.
+    pick = draw(st.integers(0, 2**32))
+    bad = list(BAD_BYTES)[pick // 4 % len(BAD_BYTES)]
+    big = [chunk_cut_file()] * (pick % 4 in (1, 3)) + [far_bad_file(bad)] * (pick % 4 >= 2)
+    pick //= 4 * len(BAD_BYTES)
+    for entry, windows in big:  # two reads of each: they are 1 MB
+        entries.append(entry)
+        reads += [{"arguments": {"path": entry["path"], **windows[pick % len(windows)]}},
+                  {"arguments": {"path": entry["path"], **windows[pick // len(windows) % len(windows)]}}]
     return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads}
 
 
@@ -420,7 +513,7 @@ def render_tool_result(record: dict) -> str:
         out += "blocked: the read waited on a FIFO until the test opened its other end\n"
     if "openedSpecial" in record:
         out += f"the special file was opened  {'yes' if record['openedSpecial'] else 'no'}\n"
-        out += f"seen opening files  {'yes' if record.get('openedSomething') else 'no'}\n"
+        out += f"the probe saw the test open it  {'yes' if record.get('probeSeesOpens') else 'no'}\n"
     return out
 
 
@@ -470,7 +563,7 @@ def describe(plan: dict) -> str:
     for entry in plan.get("entries", []):
         if entry["path"] in base:
             continue
-        if entry["type"] == "file":
+        if entry["type"] in ("file", "pieces"):
             parts.append(f"{entry['path']}: {entry.get('what') or _bytes(entry['hex'])}")
         elif entry["type"] == "big":
             parts.append(f"{entry['path']}: {entry['lines']} lines of {entry['width']} bytes")

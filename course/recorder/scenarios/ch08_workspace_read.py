@@ -6,7 +6,8 @@ A plan (JSON, drawn by `course.judge.scenarios.ch08_workspace_read`):
    "caps": {"max_lines": int, "max_bytes": int} (either may be left out: the tool's default),
    "entries": [{"path": "docs/a.txt", "type": "file", "hex": "..."} | {"path", "type": "dir"}
                | {"path", "type": "link", "target": "..."} | {"path", "type": "fifo" | "socket" | "device"}
-               | {"path", "type": "big", "lines": int, "width": int}],
+               | {"path", "type": "big", "lines": int, "width": int}
+               | {"path", "type": "pieces", "pieces": [[hex, times], ...]}],   each hex's bytes `times` times
    "reads": [{"arguments": {...}, "signal": "none" | "fresh" | "before" | "during", "follow": int}],
    "loop": bool}              the reads are one batch of calls a scripted model makes through the reference loop
 Strings in targets and arguments may hold `{tmp}` (the run's temporary directory), `{root}` (the root
@@ -19,7 +20,9 @@ the reads through the reference chapter 06 executor (or the reference chapter 07
 descriptors open in /proc/self/fd before and after each read, notes every path the read opened
 outside the workspace, and removes the directory. The record holds `{tmp}` wherever the run's
 temporary path appeared. Nothing waits unboundedly: a read that has not finished after a time bound
-(a CPU-bound loop, a blocking open, an await that never ends) is interrupted and recorded as such.
+(a CPU-bound loop, a blocking open, an await that never ends) is interrupted and recorded as such, and
+the record says `interrupted` (plain pytest then does not shrink the plan: each smaller one could
+spin as long again).
 """
 
 from __future__ import annotations
@@ -114,7 +117,7 @@ def build(tmp: str, plan: dict) -> dict[str, str]:
     if real != root:
         os.symlink("ws-real", root)
     places = {"tmp": tmp, "root": root, "real": real}
-    order = {"dir": 0, "file": 1, "big": 1, "fifo": 2, "socket": 2, "device": 2, "link": 3}
+    order = {"dir": 0, "file": 1, "big": 1, "pieces": 1, "fifo": 2, "socket": 2, "device": 2, "link": 3}
     for entry in sorted(plan.get("entries", []), key=lambda e: order.get(e["type"], 4)):
         path = os.path.join(real, entry["path"])
         kind = entry["type"]
@@ -129,6 +132,9 @@ def build(tmp: str, plan: dict) -> dict[str, str]:
             line = ("w" * (entry["width"] - 1) + "\n").encode()
             with open(path, "wb") as f:
                 f.write(line * entry["lines"])
+        elif kind == "pieces":
+            with open(path, "wb") as f:
+                f.write(b"".join(bytes.fromhex(piece) * times for piece, times in entry["pieces"]))
         elif kind == "link":
             os.symlink(expand(entry["target"], places), path)
         elif kind == "fifo":
@@ -321,6 +327,7 @@ async def run_plan(plan: dict, load) -> dict:
         real_root = os.path.realpath(places["root"])
         if plan.get("loop"):
             record["loop"] = await loop_of_reads(plan, registry, places, key, real_root, ours)
+            record["interrupted"] = bool(record["loop"].get("timedOut"))
             return jsonable(hide(record, tmp))
         for read in plan["reads"]:
             arguments = expand(read["arguments"], places)
@@ -334,6 +341,7 @@ async def run_plan(plan: dict, load) -> dict:
                 if next_offset is None:
                     break
                 arguments = {**arguments, "offset": next_offset}
+        record["interrupted"] = any(read.get("timedOut") for read in record["reads"])
         return jsonable(hide(record, tmp))
     finally:
         remove(tmp)
