@@ -13,7 +13,8 @@ What is compared is what the chapter promises: how the run ended (reason and ste
 `exc.transcript`), every event in order, the transcript, every request the model received, how many tools
 ran, the caller's messages and context afterwards, and that no task is left running. Left out: the wording
 of the error result the loop makes of an injected executor's malformed answer (it must be an error result
-for the right call), and of the errorMessage when the model fails (it must name what failed).
+for the right call, not the answer's own content), and of the errorMessage when the model fails (it must
+name what failed).
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ HOOKED = ["tool_end", "tool_start", "assistant_message", "tool_progress", "model
 FOCUS = {
     "pure_stop": ["assistant_message", "turn_end", "model_event"],
     "round_trip": ["tool_start", "tool_progress", "tool_end", "assistant_message"],
-    "terminals": ["tool_skipped", "tool_skipped", "assistant_message", "turn_end"],
+    # assistant_message twice: an abort once the terminal answer is complete must not change how the run ends
+    "terminals": ["tool_skipped", "tool_skipped", "assistant_message", "assistant_message", "turn_end"],
     "concurrent": ["tool_end", "tool_progress", "tool_start"],
     # assistant_message twice: an abort between a toolUse answer and its batch must still run the batch
     "abort": ["tool_end", "tool_progress", "model_event", "assistant_message", "assistant_message", "tool_start"],
 }
 """The events a section's hooks fire at more often than the others: where its mistakes show."""
-TERMINAL = ["stop", "length", "error", "aborted", "model_raises", "stream_fails", "toolUse"]
+TERMINAL = ["stop", "length", "error", "aborted", "model_raises", "stream_fails", "stream_raises", "toolUse"]
 
 EXAMPLES = {"pure_stop": 25, "round_trip": 30, "terminals": 30, "concurrent": 30, "abort": 40}
 
@@ -105,6 +107,17 @@ def step_plans(draw: "Draw", number: int, world: dict, *, reason: str, calls: tu
             "finishOrder": draw.permutations(running)}
 
 
+def abort_first(step: dict, *, holding_sibling: bool) -> None:
+    """The step's first call to finish aborts the run; with `holding_sibling`, its last one runs on until it is
+    cancelled (or for a while, then answers anyway): an abort is no reason to cut a running tool short."""
+    order = step["finishOrder"]
+    if holding_sibling and len(order) >= 2:
+        last = order.pop()
+        next(c for c in step["calls"] if c["id"] == last)["does"] = "hold"
+    if order:
+        next(c for c in step["calls"] if c["id"] == order[0])["does"] = "abort"
+
+
 def plans(draw: "Draw", section: str) -> dict:
     shape = draw.integers(0, 3 * 2 * 4 * 2 - 1)
     world = {
@@ -118,7 +131,8 @@ def plans(draw: "Draw", section: str) -> dict:
     if section == "pure_stop":
         for _ in range(draw.sampled_from([0, 0, 0, 1])):
             steps.append(step_plans(draw, len(steps) + 1, world, reason="toolUse", calls=(1, 2)))
-        reason = draw.sampled_from(["stop"] * 6 + ["error", "model_raises", "stream_fails", "length", "aborted"])
+        reason = draw.sampled_from(["stop"] * 6 + ["error", "model_raises", "stream_fails", "stream_raises", "length",
+                                                   "aborted"])
         steps.append(step_plans(draw, len(steps) + 1, world, reason=reason, calls=(0, 0)))
     elif section == "round_trip":
         for _ in range(draw.integers(1, 3)):
@@ -149,13 +163,21 @@ def plans(draw: "Draw", section: str) -> dict:
             steps.append(step_plans(draw, going_on + 1, world, reason=draw.sampled_from(TERMINAL), calls=(0, 2)))
         if cancel_kind is not None:
             cancel = {"step": cancel_step, "during": cancel_kind}
-    observer = "present" if draw.integers(0, 4) < 4 else "absent"
-    odds = {"abort": (3, 1, 5), "concurrent": (2, 8, 5), "terminals": (2, 10, 5), "pure_stop": (2, 6, 5)}.get(
+        if cancel_kind != "streaming" and draw.booleans():
+            # The first call of a batch to finish aborts the run while its siblings still run (or hold, until
+            # the caller cancels): the abort must not cut them short, nor turn the cancellation into an end.
+            busiest = max(steps[:going_on], key=lambda step: len(step["finishOrder"]))
+            abort_first(steps[cancel_step - 1] if cancel_kind else busiest, holding_sibling=not cancel_kind)
+    observer = "present" if draw.integers(0, 4) < 4 or cancel is not None else "absent"  # a cancellation's events show what it did
+    odds = {"abort": (3, 1, 5), "concurrent": (2, 8, 5), "terminals": (2, 2, 5), "pure_stop": (2, 6, 5)}.get(
         section, (3, 6, 5))
     if cancel is not None:  # the cancellation is the point of the plan: other ways to end it come seldom
         odds = (8, 1000, 5)
 
-    targets = [[kind, n] for kind in HOOKED for n in (1, 2, 3)] + 3 * [[kind, 1] for kind in FOCUS[section]]
+    # A section's own events are aimed at where its mistakes show: the first of each, and the last answer
+    # (where a terminal answer is, or the end of the run).
+    targets = [[kind, n] for kind in HOOKED for n in (1, 2, 3)] + 3 * [
+        [kind, len(steps) if kind == "assistant_message" and steps else 1] for kind in FOCUS[section]]
 
     def hook(one_in: int):
         """None, or [event type, n]: the hook fires at the n-th event of that type (one plan in `one_in`)."""
@@ -185,7 +207,7 @@ STRATEGIES = {section: _strategy(section) for section in ("pure_stop", "round_tr
 # --- the notation of a run ------------------------------------------------------------------------
 
 LOOSE_TEXT = "<an error result saying what was wrong with the executor's answer>"
-MODEL_FAILURES = ("model connection reset", "stream cut")
+MODEL_FAILURES = ("model connection reset", "stream cut", "socket closed mid-stream")
 
 
 def _loosen(value: Any, loose: dict) -> Any:
@@ -196,7 +218,8 @@ def _loosen(value: Any, loose: dict) -> Any:
         return value
     out = {key: _loosen(item, loose) for key, item in value.items()}
     if out.get("role") == "toolResult" and out.get("isError") is True and isinstance(out.get("toolCallId"), str) \
-            and loose.get(out["toolCallId"]) == out.get("toolName"):
+            and loose.get(out["toolCallId"]) == out.get("toolName") \
+            and not _executors_own(out.get("content"), out["toolCallId"]):
         out["content"] = [{"type": "text", "text": LOOSE_TEXT}]
     message = out.get("errorMessage")
     if isinstance(message, str):
@@ -204,6 +227,13 @@ def _loosen(value: Any, loose: dict) -> Any:
             if failure in message:
                 out["errorMessage"] = f"<names what failed: {failure}>"
     return out
+
+
+def _executors_own(content: Any, call_id: str) -> bool:
+    """Whether `content` holds a text the malformed answer itself carried: the loop's wording is free, but
+    passing the answer on as the error result is keeping it."""
+    texts = {block.get("text") for block in content if isinstance(block, dict)} if isinstance(content, list) else set()
+    return bool(texts & {f"{call_id} done", "not yours", "not mine", "ok"})
 
 
 def _lines(render, items: Any, what: str) -> list[str]:
@@ -303,6 +333,8 @@ def _render(record: dict) -> str:
               "run's signal)"] if record.get("withoutTheRunsSignal") else []),
            *([f"without signal   request {', '.join(map(str, record['requestsWithoutTheRunsSignal']))} (model.stream "
               "was not handed the run's signal)"] if record.get("requestsWithoutTheRunsSignal") else []),
+           *(["after cancel     the loop read the model's answer again after the run was cancelled"]
+             if record.get("answerReadAfterCancel") else []),
            f"tasks left       {record.get('tasksLeft')}",
            f"invariants       {'hold' if not problems else f'{len(problems)} broken'}"]
     out += [f"  broken {n}  {problem}" for n, problem in enumerate(problems, 1)]

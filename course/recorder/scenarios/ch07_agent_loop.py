@@ -11,7 +11,8 @@ A plan (JSON, drawn by `course.judge.scenarios.ch07_agent_loop`):
    "mutateAfter": bool,             the caller changes its messages (deeply) after the run
    "abortBeforeStart": bool, "maxSteps": int | None (None: the default),
    "cancel": None | {"step": n, "during": "streaming" | "batch"},   the task running the loop is cancelled
-   "steps": [{"stopReason": "toolUse" | "stop" | "length" | "error" | "aborted" | "model_raises" | "stream_fails",
+   "steps": [{"stopReason": "toolUse" | "stop" | "length" | "error" | "aborted" | "model_raises" | "stream_fails"
+                             | "stream_raises",
               "text": bool,
               "calls": [{"id", "does", "before": 0|1, "during": 0-2, "late": bool}],
               "finishOrder": [ids of the calls whose tool runs and does not hold, in the order they finish]}]}
@@ -140,13 +141,35 @@ def _answer(step: dict) -> dict:
     for call in step["calls"]:
         name = "nope" if call["does"] == "unknown_tool" else "probe"
         content.append(tool_call(call["id"], name, {"key": 7 if call["does"] == "bad_arguments" else call["id"]}))
-    reason = step["stopReason"] if step["stopReason"] not in ("model_raises", "stream_fails") else "stop"
+    reason = step["stopReason"] if step["stopReason"] not in ("model_raises", "stream_fails", "stream_raises") else "stop"
     error = "upstream failed" if reason in ("error", "aborted") else None
     return assistant_message(content, reason, error_message=error)
 
 
 async def _stream_cut(request):
     raise ConnectionError("stream cut")
+
+
+class PieceStream:
+    """A provider's stream of another class than the course's (the loop must guard it): the scripted answer's
+    events with each text in two pieces, or, for `stream_raises`, cut by an exception after its first event."""
+
+    def __init__(self, inner, raises: bool) -> None:
+        self.inner, self.raises = inner, raises
+
+    async def __aiter__(self):
+        async for event in self.inner:
+            if self.raises:
+                yield event
+                raise ConnectionResetError("socket closed mid-stream")
+            if event.get("type") == "text_delta" and len(event["delta"]) > 1:
+                half = len(event["delta"]) // 2
+                yield {**event, "delta": event["delta"][:half]}
+                event = {**event, "delta": event["delta"][half:]}
+            yield event
+
+    async def result(self):
+        return await self.inner.result()
 
 
 class PlanModel:
@@ -171,6 +194,8 @@ class PlanModel:
 
     def _holding(self, n: int, answer: dict):
         async def hold(request):
+            if self.state.get("cancelled"):
+                self.state["answerReadAfterCancel"] = True  # the loop went on reading a cancelled run's answer
             self.state["modelHolding"] = n
             for _ in range(HOLD_TURNS):
                 await asyncio.sleep(0)
@@ -191,7 +216,9 @@ class PlanModel:
         self.scripted.request_count = index
         stream = self.scripted.stream(request, signal=signal)
         self.streams.append(stream)
-        return stream
+        raises = index < len(steps) and steps[index]["stopReason"] == "stream_raises"
+        # Every second answer comes through a stream of another class, its text in pieces.
+        return PieceStream(stream, raises) if raises or index % 2 == 1 else stream
 
     async def close(self) -> None:
         """Finish the answers a run left unread (an observer raised mid-stream, the task was cancelled):
@@ -292,7 +319,8 @@ async def run_plan(plan: dict, load) -> dict:
 
     async def injected(call, context):
         return await behave(call["id"], context,
-                            lambda content, is_error: tool_result(call, content, is_error=is_error), call)
+                            lambda content, is_error: tool_result(call, content, is_error=is_error,
+                                                                  details={"answeredBy": "the injected executor"}), call)
 
     async def probe(arguments, context):
         return await behave(arguments["key"], context,
@@ -364,7 +392,7 @@ async def run_plan(plan: dict, load) -> dict:
             break
         if cancel is not None and not cancelled and cancel_due():
             task.cancel()
-            cancelled = True
+            cancelled = state["cancelled"] = True
         await asyncio.sleep(0)
 
     left = [t for t in asyncio.all_tasks() if t is not me and t is not task and t not in already and not t.done()
@@ -427,6 +455,7 @@ async def run_plan(plan: dict, load) -> dict:
         requests=requests,
         executions=sorted(executed),
         withoutTheRunsSignal=sorted(unsignalled),
+        answerReadAfterCancel=state.get("answerReadAfterCancel", False),
         requestsWithoutTheRunsSignal=[n for n, given in enumerate(model.signals, 1) if given is not controller.signal],
         callerMessagesAfter="as the caller left them" if jsonable(caller_messages) == jsonable(caller_expects)
         else jsonable(caller_messages),
