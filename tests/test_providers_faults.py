@@ -11,7 +11,8 @@ import asyncio
 import pytest
 import pytest_asyncio
 from loopback import (  # noqa: F401 — provider and server are fixtures
-    ALL_TEXT, aborted_at_first_text, Reply, collect, make_model, provider, readme_request, recorded, server, tool_call_stream,
+    ALL_TEXT, aborted_at_first_text, Reply, calls_stream, collect, make_model, provider, readme_request, recorded, server,
+    tool_call_stream,
 )
 
 from course.judge import cli
@@ -90,6 +91,42 @@ class TestBrokenArguments:
         server.replies.append(Reply(tool_call_stream(provider, "")))
         _, message = await collect(model.stream(readme_request()))
         assert message["content"][0] == {"type": "toolCall", "id": "call_bad1", "name": "read", "arguments": {}}
+
+
+# --- tool calls the model got wrong -------------------------------------------------------------
+
+README_PATH = '{"path": "README.md"}'
+
+
+async def loop_over(provider, model, server, first: bytes):
+    """The chapter 07 loop on the README task: `first` answers the first request, the recorded final
+    answer the second."""
+    server.replies.extend([Reply(first), Reply(recorded(f"{provider}_readme_final.sse"))])
+    return await run_loop(load_prerequisite("ch07_agent_loop"), model=model, context=readme.context(),
+                          tools=Registry([readme.memory_read_tool()]))
+
+
+def ids_sent_back(provider, server) -> tuple[list[str], list[str]]:
+    """The tool-call ids of the second request's assistant message, and those its tool results answer."""
+    sent = server.requests[1]["body"]["messages"]
+    if provider == "openai":
+        calls = [call["id"] for m in sent if m["role"] == "assistant" for call in m.get("tool_calls", [])]
+        return calls, [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    blocks = [b for m in sent for b in m["content"] if isinstance(m["content"], list)]
+    return ([b["id"] for b in blocks if b["type"] == "tool_use"],
+            [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"])
+
+
+@pytest.mark.asyncio
+class TestToolCallShapes:
+    async def test_a_repeated_id_gets_a_fresh_one_so_each_result_answers_one_call(self, provider, model, server):
+        run = await loop_over(provider, model, server,
+                              calls_stream(provider, [("dup", "read", README_PATH), ("dup", "read", README_PATH)]))
+        assert (run.reason, run.problems, run.executions) == ("stop", [], ["read", "read"])
+        first, second = run.messages[1]["content"]
+        assert first["id"] == "dup" and second["id"] not in ("dup", "")
+        assert [m["toolCallId"] for m in run.messages[2:4]] == [first["id"], second["id"]]
+        assert ids_sent_back(provider, server) == ([first["id"], second["id"]], [first["id"], second["id"]])
 
 
 # --- retries and the time budget -------------------------------------------------------------

@@ -171,7 +171,9 @@ class Draft:
         if error is not None:
             call["argumentsError"] = error
             call["argumentsText"] = raw
-        if not call["id"]:  # a few OpenAI-compatible servers send none; the transcript needs one to pair results
+        # A few OpenAI-compatible servers send no id, or one id for two calls: each result in the transcript
+        # must answer exactly one call, so such a call gets an id of its own.
+        if not call["id"] or any(block["type"] == "toolCall" and block["id"] == call["id"] for block in self.content):
             call["id"] = f"call_{uuid.uuid4().hex[:12]}"
         self.content.append(call)
         return [{"type": "toolcall_end", "contentIndex": len(self.content) - 1, "toolCall": call}]
