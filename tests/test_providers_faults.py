@@ -11,15 +11,15 @@ import asyncio
 import pytest
 import pytest_asyncio
 from loopback import (  # noqa: F401 — provider and server are fixtures
-    ALL_TEXT, aborted_at_first_text, Reply, calls_stream, collect, make_model, provider, readme_request, recorded, server,
-    tool_call_stream,
+    ALL_TEXT, aborted_at_first_text, Reply, anthropic_stream, calls_stream, collect, make_model, openai_stream, provider,
+    readme_request, recorded, server, tool_call_stream,
 )
 
 from course.judge import cli
 from course.recorder.harness import load_prerequisite, run_loop
 from course.runtime import readme_example as readme
 from course.runtime.abort import AbortController
-from course.runtime.messages import text
+from course.runtime.messages import text, tool_call
 from course.runtime.providers import streaming
 from course.runtime.tools import Registry
 
@@ -127,6 +127,65 @@ class TestToolCallShapes:
         assert first["id"] == "dup" and second["id"] not in ("dup", "")
         assert [m["toolCallId"] for m in run.messages[2:4]] == [first["id"], second["id"]]
         assert ids_sent_back(provider, server) == ([first["id"], second["id"]], [first["id"], second["id"]])
+
+
+def openai_call(index: int | None = None, id: str | None = None, name: str | None = None,
+                arguments: str | None = None) -> dict:
+    """A delta carrying one piece of a Chat Completions tool call, with only the fields given."""
+    piece: dict = {"function": {}}
+    if index is not None:
+        piece["index"] = index
+    if id is not None:
+        piece.update(id=id, type="function")
+    if name is not None:
+        piece["function"]["name"] = name
+    if arguments is not None:
+        piece["function"]["arguments"] = arguments
+    return {"tool_calls": [piece]}
+
+
+READ_README = {"path": "README.md"}
+OPENAI_CALL_PIECES = {
+    # Two calls whose pieces alternate: each piece of index 0 or 1 continues its own call.
+    "interleaved": [openai_call(0, "c1", "read", '{"pa'), openai_call(1, "c2", "read", '{"pa'),
+                    openai_call(0, arguments='th": "README.md"}'), openai_call(1, arguments='th": "README.md"}')],
+    # One index for two calls: the new id starts the second.
+    "index_reused_with_a_new_id": [openai_call(0, "c1", "read", README_PATH), openai_call(0, "c2", "read", README_PATH)],
+    # No index at all: the arguments that follow belong to the call they follow.
+    "no_index": [openai_call(id="c1", name="read", arguments=""), openai_call(arguments=README_PATH),
+                 openai_call(id="c2", name="read", arguments='{"path": '), openai_call(arguments='"README.md"}')],
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("shape", OPENAI_CALL_PIECES)
+async def test_openai_pieces_join_the_call_their_index_and_id_name(server, shape):
+    pytest.importorskip("openai")
+    model = make_model("openai", server)
+    server.replies.append(Reply(openai_stream(OPENAI_CALL_PIECES[shape], "tool_calls")))
+    events, message = await collect(model.stream(readme_request()))
+    await model.aclose()
+    assert message["stopReason"] == "toolUse"
+    assert message["content"] == [tool_call("c1", "read", READ_README), tool_call("c2", "read", READ_README)]
+    # every piece streamed as a delta of the call it belongs to
+    deltas = {0: "", 1: ""}
+    for event in events:
+        if event["type"] == "toolcall_delta":
+            deltas[event["contentIndex"]] += event["delta"]
+    assert deltas == {0: README_PATH, 1: README_PATH}
+
+
+@pytest.mark.asyncio
+async def test_anthropic_input_given_whole_in_the_block_start_is_the_arguments(server):
+    pytest.importorskip("anthropic")
+    model = make_model("anthropic", server)
+    start = {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "tool_use", "id": "t1", "name": "read", "input": READ_README}}
+    server.replies.append(Reply(anthropic_stream([start, {"type": "content_block_stop", "index": 0}], "tool_use")))
+    events, message = await collect(model.stream(readme_request()))
+    await model.aclose()
+    assert message["stopReason"] == "toolUse" and message["content"] == [tool_call("t1", "read", READ_README)]
+    assert [e["delta"] for e in events if e["type"] == "toolcall_delta"] == ['{"path": "README.md"}']
 
 
 # --- retries and the time budget -------------------------------------------------------------

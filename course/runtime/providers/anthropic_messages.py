@@ -107,7 +107,8 @@ class EventReader:
             block = event.get("content_block") or {}
             self._kinds[index] = block.get("type")
             if block.get("type") == "tool_use":
-                return self.draft.tool_call(index, id=block.get("id"), name=block.get("name"))
+                # `input` is `{}` when deltas follow; a server that gives it whole sends none.
+                return self.draft.tool_call(index, id=block.get("id"), name=block.get("name"), whole=block.get("input"))
             # Thinking and server-tool blocks have no counterpart in the course's messages.
             return self.draft.end_block() if block.get("type") == "text" else []
         if kind == "content_block_delta":

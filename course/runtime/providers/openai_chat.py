@@ -87,6 +87,12 @@ class ChunkReader:
         self.draft = draft
         self.finish_reason: str | None = None
         self.refusal = ""
+        # Calls by the `index` and the `id` their pieces carry: some servers interleave the pieces of
+        # several calls, reuse an index, or send no index at all.
+        self._by_index: dict[int, int] = {}
+        self._by_id: dict[str, int] = {}
+        self._last_key: int | None = None
+        self._calls = 0
 
     def read(self, chunk: dict[str, Any]) -> list[ModelEvent]:
         choices = chunk.get("choices") or []  # the usage chunk at the end has none
@@ -101,12 +107,36 @@ class ChunkReader:
         self.refusal += delta.get("refusal") or ""
         for piece in delta.get("tool_calls") or []:
             function = piece.get("function") or {}
-            key = piece.get("index", piece.get("id"))
-            events += self.draft.tool_call(key, id=piece.get("id"), name=function.get("name"),
-                                           arguments=function.get("arguments"))
+            events += self.draft.tool_call(self._call_key(piece.get("index"), piece.get("id")), id=piece.get("id"),
+                                           name=function.get("name"), arguments=function.get("arguments"))
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
         return events
+
+    def _call_key(self, index: int | None, call_id: str | None) -> int:
+        """Which call a piece continues (its key in the draft), or a new key for a piece that starts one.
+
+        A piece with an id no earlier piece of its index had starts a call (one index reused for two calls);
+        without an id, a piece continues the call of its index, even after pieces of other calls came
+        between, or, without an index either, the call before it.
+        """
+        if call_id:
+            key = self._by_id.get(call_id)
+            if index is not None and self._by_index.get(index) != key:
+                key = None
+        elif index is not None:
+            key = self._by_index.get(index)
+        else:
+            key = self._last_key
+        if key is None:
+            self._calls += 1
+            key = self._calls
+        if index is not None:
+            self._by_index[index] = key
+        if call_id:
+            self._by_id[call_id] = key
+        self._last_key = key
+        return key
 
     def end(self) -> list[ModelEvent]:
         draft = self.draft

@@ -98,53 +98,69 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class _OpenCall:
+    """A tool call still streaming: what its pieces said so far."""
+
+    __slots__ = ("index", "id", "name", "parts", "whole")
+
+    def __init__(self, index: int) -> None:
+        self.index = index  # its place in `content` once it ends
+        self.id: Any = None
+        self.name: Any = None
+        # Its argument pieces, joined when it ends: appending to a string kept in an attribute copies it
+        # each time (quadratic in its length).
+        self.parts: list[str] = []
+        self.whole: Any = None  # arguments the server gave whole rather than in pieces (Anthropic's `input`)
+
+
 class Draft:
     """The assistant message a provider stream is building, and the model event each piece makes.
 
     A tool call joins `content` when its block ends (with `toolcall_end`); one still streaming when
-    the stream fails is left out, so every tool call in a message has had its `toolcall_end`.
+    the stream fails is left out, so every tool call in a message has had its `toolcall_end`. Several
+    calls may stream at once (a server may interleave their pieces): they end together, in the order
+    they began, when text follows them or the answer ends.
     """
 
     def __init__(self) -> None:
         self.timestamp = now()
         self.content: list[TextContent | ToolCall] = []
         self._text_open = False
-        self._call: ToolCall | None = None
-        self._call_key: object = None
-        # The pieces of the open text block and of the call's arguments, joined when the block ends:
-        # appending to a string kept in a dict or an attribute copies it each time (quadratic in its length).
+        # The pieces of the open text block, joined when it ends (see _OpenCall.parts).
         self._text_parts: list[str] = []
-        self._argument_parts: list[str] = []
+        self._calls: dict[object, _OpenCall] = {}  # the calls still streaming, by the provider's key
 
     def text(self, delta: str) -> list[ModelEvent]:
         """A piece of text: it continues the text block being streamed, or starts one."""
         if not delta:
             return []
         delta = utf8_text(delta)  # a lone surrogate from the server must not make the transcript unsendable
-        events = self._end_call()
+        events = self._end_calls()
         if not self._text_open:
             self.content.append({"type": "text", "text": ""})
             self._text_open = True
         self._text_parts.append(delta)
         return events + [{"type": "text_delta", "contentIndex": len(self.content) - 1, "delta": delta}]
 
-    def tool_call(self, key: object, *, id: str | None = None, name: str | None = None,
-                  arguments: str | None = None) -> list[ModelEvent]:
-        """A piece of the tool call the provider calls `key`; its id and name come with the first piece."""
+    def tool_call(self, key: object, *, id: Any = None, name: Any = None, arguments: str | None = None,
+                  whole: Any = None) -> list[ModelEvent]:
+        """A piece of the tool call the provider calls `key` (a new key starts a call); its id and name
+        come with the first piece that has them. `whole` is arguments given whole, used if no piece brings any."""
         events: list[ModelEvent] = []
-        if self._call is None or key != self._call_key:
-            events += self.end_block()
-            self._call = {"type": "toolCall", "id": "", "name": "", "arguments": {}}
-            self._call_key = key
-            self._argument_parts = []
-        if id and not self._call["id"]:
-            self._call["id"] = id
-        if name and not self._call["name"]:
-            self._call["name"] = name
+        call = self._calls.get(key)
+        if call is None:
+            self._close_text()
+            call = self._calls[key] = _OpenCall(len(self.content) + len(self._calls))
+        if call.id in (None, ""):
+            call.id = id
+        if call.name in (None, ""):
+            call.name = name
+        if whole is not None:
+            call.whole = whole
         if arguments:
             arguments = utf8_text(arguments)
-            self._argument_parts.append(arguments)
-            events.append({"type": "toolcall_delta", "contentIndex": len(self.content), "delta": arguments})
+            call.parts.append(arguments)
+            events.append({"type": "toolcall_delta", "contentIndex": call.index, "delta": arguments})
         return events
 
     def end_block(self) -> list[ModelEvent]:
@@ -155,18 +171,28 @@ class Draft:
         the next request sends the text back as it was written.
         """
         self._close_text()
-        return self._end_call()
+        return self._end_calls()
 
     def _close_text(self) -> None:
         if self._text_open:
             self.content[-1]["text"] = "".join(self._text_parts)
             self._text_open, self._text_parts = False, []
 
-    def _end_call(self) -> list[ModelEvent]:
-        call, self._call = self._call, None
-        if call is None:
-            return []
-        raw = "".join(self._argument_parts)
+    def _end_calls(self) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            events += self._end_call(call)
+        return events
+
+    def _end_call(self, open_call: _OpenCall) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        if not open_call.parts and open_call.whole not in (None, {}):
+            # Given whole (no input deltas followed): the same JSON text a delta would have brought.
+            open_call.parts.append(json.dumps(open_call.whole, ensure_ascii=False))
+            events.append({"type": "toolcall_delta", "contentIndex": open_call.index, "delta": open_call.parts[0]})
+        raw = "".join(open_call.parts)
+        call: ToolCall = {"type": "toolCall", "id": open_call.id or "", "name": open_call.name or "", "arguments": {}}
         call["arguments"], error = final_arguments(raw)
         if error is not None:
             call["argumentsError"] = error
@@ -176,7 +202,7 @@ class Draft:
         if not call["id"] or any(block["type"] == "toolCall" and block["id"] == call["id"] for block in self.content):
             call["id"] = f"call_{uuid.uuid4().hex[:12]}"
         self.content.append(call)
-        return [{"type": "toolcall_end", "contentIndex": len(self.content) - 1, "toolCall": call}]
+        return events + [{"type": "toolcall_end", "contentIndex": len(self.content) - 1, "toolCall": call}]
 
     def done(self, stop_reason: Literal["stop", "toolUse", "length"]) -> list[ModelEvent]:
         """The provider finished normally: close the open block and end with `done`."""
@@ -184,7 +210,7 @@ class Draft:
 
     def failed(self, reason: StopReason, error_message: str) -> ErrorEvent:
         """The stream broke off: end with what was complete (and any text) and the reason in `errorMessage`."""
-        self._call = None
+        self._calls = {}
         return {"type": "error", "reason": reason, "error": self._message(reason, error_message)}
 
     def refused(self, error_message: str) -> list[ModelEvent]:
