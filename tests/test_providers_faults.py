@@ -129,6 +129,32 @@ class TestToolCallShapes:
         assert ids_sent_back(provider, server) == ([first["id"], second["id"]], [first["id"], second["id"]])
 
 
+    @pytest.mark.parametrize("name", [None, ""], ids=["missing", "empty"])
+    async def test_a_call_without_a_name_is_answered_and_sent_back_under_a_name_that_says_so(self, provider, model,
+                                                                                             server, name):
+        run = await loop_over(provider, model, server, calls_stream(provider, [("c1", name, README_PATH)]))
+        assert (run.reason, run.problems, run.executions) == ("stop", [], [])
+        call, result = run.messages[1]["content"][0], run.messages[2]
+        assert call["name"] == "call_sent_without_a_name"
+        assert result["isError"] and result["content"] == [text("Tool call_sent_without_a_name not found")]
+        # both APIs refuse an empty name in the transcript they are sent back
+        sent = server.requests[1]["body"]["messages"]
+        names = ([c["function"]["name"] for m in sent if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+                 if provider == "openai" else
+                 [b["name"] for m in sent for b in m["content"] if isinstance(b, dict) and b["type"] == "tool_use"])
+        assert names == ["call_sent_without_a_name"]
+
+
+def test_a_transcript_call_without_a_name_is_sent_under_the_placeholder():
+    """A transcript made elsewhere may hold one: the request must still be one the API accepts."""
+    from course.runtime.messages import assistant_message
+    from course.runtime.providers.anthropic_messages import anthropic_request
+    from course.runtime.providers.openai_chat import chat_request
+    request = {"systemPrompt": "", "tools": [], "messages": [assistant_message([tool_call("c", "", {})], "toolUse")]}
+    assert chat_request("m", request)["messages"][0]["tool_calls"][0]["function"]["name"] == streaming.NAMELESS
+    assert anthropic_request("m", request, 8)["messages"][0]["content"][0]["name"] == streaming.NAMELESS
+
+
 def openai_call(index: int | None = None, id: str | None = None, name: str | None = None,
                 arguments: str | None = None) -> dict:
     """A delta carrying one piece of a Chat Completions tool call, with only the fields given."""

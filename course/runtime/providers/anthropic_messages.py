@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import LOCAL_KEY, Draft, SDKModel, on_loopback, sdk
+from course.runtime.providers.streaming import LOCAL_KEY, NAMELESS, Draft, SDKModel, on_loopback, sdk
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
@@ -59,7 +59,8 @@ def anthropic_blocks(message: Message) -> list[dict[str, Any]]:
         if block["type"] == "text" and block["text"]:
             blocks.append({"type": "text", "text": block["text"]})
         elif block["type"] == "toolCall":
-            blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": tool_input(block)})
+            blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"] or NAMELESS,
+                           "input": tool_input(block)})
     return blocks
 
 

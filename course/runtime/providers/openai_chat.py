@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import Draft, SDKModel, sdk
+from course.runtime.providers.streaming import NAMELESS, Draft, SDKModel, sdk
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
@@ -43,7 +43,7 @@ def chat_message(message: Message) -> dict[str, Any] | None:
     text = "".join(block["text"] for block in message["content"] if block["type"] == "text")
     calls = [
         {"id": block["id"], "type": "function",
-         "function": {"name": block["name"], "arguments": call_arguments_text(block)}}
+         "function": {"name": block["name"] or NAMELESS, "arguments": call_arguments_text(block)}}
         for block in message["content"] if block["type"] == "toolCall"
     ]
     if not text and not calls:

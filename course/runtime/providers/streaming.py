@@ -98,6 +98,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+NAMELESS = "call_sent_without_a_name"
+"""The name a tool call the model sent without one is given. Both APIs refuse an empty name in the
+transcript sent back, and dropping the call would hide the model's mistake from it (and leave deltas
+already streamed without their call): kept under this name, the call is answered by the executor's
+`Tool call_sent_without_a_name not found` and the conversation goes on with the model told."""
+
+
 class _OpenCall:
     """A tool call still streaming: what its pieces said so far."""
 
@@ -192,7 +199,8 @@ class Draft:
             open_call.parts.append(json.dumps(open_call.whole, ensure_ascii=False))
             events.append({"type": "toolcall_delta", "contentIndex": open_call.index, "delta": open_call.parts[0]})
         raw = "".join(open_call.parts)
-        call: ToolCall = {"type": "toolCall", "id": open_call.id or "", "name": open_call.name or "", "arguments": {}}
+        call: ToolCall = {"type": "toolCall", "id": open_call.id or "", "name": open_call.name or NAMELESS,
+                          "arguments": {}}
         call["arguments"], error = final_arguments(raw)
         if error is not None:
             call["argumentsError"] = error
