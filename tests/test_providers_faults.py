@@ -299,6 +299,37 @@ class TestSlowStream:
         assert (message["stopReason"], message["content"]) == ("aborted", [text("我先读取")])
 
 
+# --- what an error says -----------------------------------------------------------------------
+
+HTML_PAGE = (b"<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>"
+             + b"<div>cf</div>" * 20_000 + b"</body></html>")
+
+
+@pytest.mark.asyncio
+class TestErrorMessages:
+    @pytest.mark.parametrize("body, said", [
+        (HTML_PAGE, "Error code: 503 - HTML page: Just a moment..."),
+        (b"upstream connect error or disconnect/reset before headers", "Error code: 503 - upstream connect error or "
+                                                                       "disconnect/reset before headers"),
+        (b'{"error": {"message": "Service Unavailable", "type": "server_error"}}', "Error code: 503 - Service Unavailable"),
+        (b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}', "Error code: 503 - Overloaded"),
+        (b"", "Error code: 503"),
+    ], ids=["html", "plain_text", "openai_json", "anthropic_json", "empty"])
+    async def test_an_http_error_says_its_status_and_a_short_excerpt_of_the_body(self, provider, server, body, said):
+        model = make_model(provider, server)
+        server.replies.append(Reply(body, status=503))
+        _, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert message["errorMessage"] == said
+
+    async def test_a_long_body_is_cut_to_an_excerpt(self, provider, server):
+        model = make_model(provider, server)
+        server.replies.append(Reply(b"x" * 100_000, status=500))
+        _, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert message["errorMessage"] == "Error code: 500 - " + "x" * 199 + "…"
+
+
 # --- local servers need no key -----------------------------------------------------------------
 
 def test_demo_on_a_local_anthropic_server_needs_no_key(server, capsys, monkeypatch):

@@ -13,9 +13,11 @@ import asyncio
 import copy
 import datetime
 import email.utils
+import html
 import importlib
-import math
 import json
+import math
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -419,8 +421,48 @@ def as_dict(item: Any) -> dict[str, Any]:
     return item.to_dict(warnings=False)
 
 
+EXCERPT = 200
+"""Characters of a server's body an error message quotes at most (an HTML error page can be megabytes)."""
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """`text` on one line, cut to `limit` characters."""
+    text = " ".join(text[: limit * 50].split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def body_excerpt(body: Any) -> str:
+    """What an error response's body says, briefly: the error's `message` when it is the APIs' JSON,
+    an HTML page's title (or its text), else the body itself, cut to EXCERPT characters."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error
+        if isinstance(message, str) and message.strip():
+            return excerpt(message)
+        return excerpt(json.dumps(body, ensure_ascii=False))
+    if isinstance(body, str):
+        head = body[: EXCERPT * 50]
+        if head.lstrip().startswith("<"):  # a proxy's or a gateway's page: its title says the most
+            title = re.search(r"<title[^>]*>(.*?)</title>", head, re.IGNORECASE | re.DOTALL)
+            words = title.group(1) if title and title.group(1).strip() else re.sub(r"<[^>]*>", " ", head)
+            return excerpt("HTML page: " + html.unescape(words))
+        return excerpt(head)
+    return "" if body is None else excerpt(json.dumps(body, ensure_ascii=False, default=str))
+
+
+def _status_error(exc: BaseException) -> str:
+    # The SDKs word these differently (OpenAI drops a body that is not its JSON, Anthropic quotes all
+    # of it): both are said as the status and an excerpt of the body.
+    status, detail = exc.status_code, body_excerpt(getattr(exc, "body", None))
+    if status < 400:  # Anthropic's `event: error` inside a stream that began with 200
+        return f"The server sent an error event: {detail or 'without details'}"
+    return f"Error code: {status} - {detail}" if detail else f"Error code: {status}"
+
+
 def describe_error(exc: BaseException) -> str:
     """The exception's own words, plus its cause's (the SDKs wrap `httpx` errors in vaguer ones)."""
+    if isinstance(getattr(exc, "status_code", None), int) and hasattr(exc, "body"):
+        return _status_error(exc)
     message = str(exc) or type(exc).__name__
     if not str(exc) and "Timeout" in type(exc).__name__:  # httpx's timeouts have no words of their own
         message = f"Request timed out ({type(exc).__name__})"
