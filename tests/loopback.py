@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import socket
+import struct
 import sys
 import threading
 import time
@@ -226,8 +228,9 @@ class Reply:
     """Cut the stream into chunks of this many bytes (through events and UTF-8 characters) instead of per event."""
     events: int | None = None
     """Send only the stream's first this-many events."""
-    then: Literal["finish", "drop", "hold"] = "finish"
-    """After the body: end it, drop the connection mid-body, or hold it open until the client closes it."""
+    then: Literal["finish", "drop", "reset", "hold"] = "finish"
+    """After the body: end it, drop the connection mid-body, reset it (TCP RST), or hold it open until the
+    client closes it."""
     on_hold: Callable[[], None] | None = None
     """Called from the server thread once the body is out and the connection is held."""
     headers: dict[str, str] = field(default_factory=dict)
@@ -307,6 +310,10 @@ def _handler(server: LoopbackServer) -> type:
                 self.wfile.write(b"0\r\n\r\n")
             elif reply.then == "hold":
                 self._hold(reply)
+            elif reply.then == "reset":  # closed at once with a zero linger time: RST instead of FIN
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.rfile.close()  # the socket's file descriptor closes with its last reference
+                self.connection.close()
             self.close_connection = True
 
         def _pieces(self, reply: Reply) -> list[bytes]:

@@ -177,7 +177,8 @@ class TestStreamMapping:
     async def test_a_malformed_event_ends_the_stream_with_an_error(self, model, server):
         events, message = await answer(model, server, Reply(recorded("anthropic_malformed_event.sse")))
         assert [e["type"] for e in events] == ["start", "error"]
-        assert message["errorMessage"].startswith("Malformed server-sent event: Unterminated string")
+        assert message["errorMessage"].startswith(
+            "The server sent a malformed event: its data is not JSON (Unterminated string")
 
     async def test_an_http_error_is_an_error_end_without_start(self, model, server):
         body = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},' \

@@ -7,6 +7,7 @@ through `streaming.retry_sleep`, which the tests replace: they see every wait an
 """
 
 import asyncio
+import json
 
 import pytest
 import pytest_asyncio
@@ -328,6 +329,109 @@ class TestErrorMessages:
         _, message = await collect(model.stream(readme_request()))
         await model.aclose()
         assert message["errorMessage"] == "Error code: 500 - " + "x" * 199 + "…"
+
+
+# Events that do not have their API's shape, each after a valid text event ("hi"): the stream ends with an
+# error saying what is wrong in words, and keeps the text.
+OPENAI_MALFORMED = {
+    "data_a_number": ("42", "its data is 42, not a JSON object"),
+    "data_null": ("null", "its data is null, not a JSON object"),
+    "data_an_array": ("[1, 2]", "its data is [1, 2], not a JSON object"),
+    "choices_a_string": ({"choices": "abc"}, 'choices is "abc", not an array'),
+    "delta_a_string": ({"choices": [{"index": 0, "delta": "x"}]}, 'delta is "x", not an object'),
+    "content_a_number": ({"choices": [{"index": 0, "delta": {"content": 5}}]}, "delta.content is 5, not a string"),
+    "refusal_a_number": ({"choices": [{"index": 0, "delta": {"refusal": 5}}]}, "delta.refusal is 5, not a string"),
+    "tool_calls_an_object": ({"choices": [{"index": 0, "delta": {"tool_calls": {"index": 0}}}]},
+                             'delta.tool_calls is {"index": 0}, not an array'),
+    "function_a_string": ({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": "read"}]}}]},
+                          'delta.tool_calls[0].function is "read", not an object'),
+    "index_a_list": ({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": [0], "id": "c"}]}}]},
+                     "delta.tool_calls[0].index is [0], not an integer"),
+    "finish_reason_a_list": ({"choices": [{"index": 0, "delta": {}, "finish_reason": ["stop"]}]},
+                             'finish_reason is ["stop"], not a string'),
+}
+ANTHROPIC_MALFORMED = {
+    "data_a_number": ("42", "its data is 42, not a JSON object"),
+    "delta_a_string": ({"type": "content_block_delta", "index": 0, "delta": "x"}, 'delta is "x", not an object'),
+    "text_a_number": ({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}},
+                      "delta.text is 5, not a string"),
+    "content_block_a_string": ({"type": "content_block_start", "index": 1, "content_block": "tool_use"},
+                               'content_block is "tool_use", not an object'),
+    "index_a_list": ({"type": "content_block_start", "index": [1], "content_block": {"type": "text", "text": ""}},
+                     "index is [1], not an integer"),
+    "message_delta_a_string": ({"type": "message_delta", "delta": "end_turn"}, 'delta is "end_turn", not an object'),
+    "stop_reason_a_list": ({"type": "message_delta", "delta": {"stop_reason": ["end_turn"]}},
+                           'delta.stop_reason is ["end_turn"], not a string'),
+}
+
+
+def with_a_malformed_event(provider: str, data) -> bytes:
+    data = data if isinstance(data, str) else json.dumps(data)
+    if provider == "openai":
+        good = openai_stream([{"role": "assistant", "content": "hi"}], None).removesuffix(b"data: [DONE]\n\n")
+        return good + f"data: {data}\n\n".encode() + openai_stream([], "stop")
+    text_block = [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                  {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}}]
+    good = anthropic_stream(text_block)
+    head = good[: good.index(b"event: message_delta")]
+    return head + f"event: content_block_delta\ndata: {data}\n\n".encode() + good[len(head):]
+
+
+@pytest.mark.asyncio
+class TestMalformedEvents:
+    @pytest.mark.parametrize("provider, data, said", [
+        *[pytest.param("openai", data, said, id=f"openai-{name}") for name, (data, said) in OPENAI_MALFORMED.items()],
+        *[pytest.param("anthropic", data, said, id=f"anthropic-{name}")
+          for name, (data, said) in ANTHROPIC_MALFORMED.items()],
+    ])
+    async def test_a_malformed_event_is_said_in_words_and_the_text_before_it_stays(self, server, provider, data, said):
+        pytest.importorskip(provider)
+        model = make_model(provider, server)
+        server.replies.append(Reply(with_a_malformed_event(provider, data)))
+        events, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert (message["stopReason"], message["content"]) == ("error", [text("hi")])
+        assert message["errorMessage"] == f"The server sent a malformed event: {said}"
+
+    async def test_numbers_as_a_calls_id_and_name_are_their_digits(self, provider, server):
+        model = make_model(provider, server)
+        stream = calls_stream(provider, [("c1", "read", README_PATH)], text="hi").replace(b'"c1"', b"12345")
+        server.replies.append(Reply(stream.replace(b'"read"', b"7")))
+        _, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert message["stopReason"] == "toolUse"
+        assert message["content"] == [text("hi"), tool_call("12345", "7", READ_README)]
+
+    async def test_arguments_sent_as_an_object_are_its_json(self, server):
+        pytest.importorskip("openai")
+        model = make_model("openai", server)
+        server.replies.append(Reply(openai_stream([openai_call(0, "c1", "read", READ_README)], "tool_calls")))
+        _, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert message["content"] == [tool_call("c1", "read", READ_README)]
+
+    async def test_a_connection_reset_mid_stream_is_said_in_words(self, provider, server):
+        model = make_model(provider, server)
+        server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), events=ALL_TEXT[provider], then="reset"))
+        _, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert message["errorMessage"] == "The connection was reset or broken while the answer was being read (ReadError)"
+
+
+def test_an_exception_group_is_said_as_the_error_inside_it():
+    """anyio's task groups wrap a connection's failure in a group: the message says the failure, not the group."""
+    class ConnectError(Exception):  # named as httpx's, which is how describe_error knows them
+        pass
+
+    class APIConnectionError(Exception):
+        pass
+
+    group = ExceptionGroup("unhandled errors in a TaskGroup", [ConnectError("All connection attempts failed")])
+    assert streaming.describe_error(group) == "Could not connect to the server (ConnectError: All connection attempts failed)"
+    try:
+        raise APIConnectionError("Connection error.") from group
+    except APIConnectionError as wrapped:
+        assert streaming.describe_error(wrapped) == streaming.describe_error(group)
 
 
 # --- local servers need no key -----------------------------------------------------------------

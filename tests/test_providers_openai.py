@@ -162,7 +162,8 @@ class TestStreamMapping:
         events, message = await answer(model, server, Reply(recorded("openai_malformed_event.sse")))
         assert [e["type"] for e in events] == ["start", "error"]
         assert message["stopReason"] == "error" and message["content"] == []
-        assert message["errorMessage"].startswith("Malformed server-sent event: Unterminated string")
+        assert message["errorMessage"].startswith(
+            "The server sent a malformed event: its data is not JSON (Unterminated string")
 
     async def test_an_http_error_is_an_error_end_without_start(self, model, server):
         body = b'{"error":{"message":"Incorrect API key provided: test-key.","type":"invalid_request_error",' \

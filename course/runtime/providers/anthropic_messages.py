@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import LOCAL_KEY, NAMELESS, Draft, SDKModel, on_loopback, sdk
+from course.runtime.providers.streaming import LOCAL_KEY, NAMELESS, Draft, SDKModel, expect, on_loopback, sdk
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
@@ -103,9 +103,9 @@ class EventReader:
 
     def read(self, event: dict[str, Any]) -> list[ModelEvent]:
         kind = event.get("type")
-        index = event.get("index")
         if kind == "content_block_start":
-            block = event.get("content_block") or {}
+            index = expect(event.get("index"), int, "index")
+            block = expect(event.get("content_block"), dict, "content_block") or {}
             self._kinds[index] = block.get("type")
             if block.get("type") == "tool_use":
                 # `input` is `{}` when deltas follow; a server that gives it whole sends none.
@@ -113,16 +113,19 @@ class EventReader:
             # Thinking and server-tool blocks have no counterpart in the course's messages.
             return self.draft.end_block() if block.get("type") == "text" else []
         if kind == "content_block_delta":
-            delta = event.get("delta") or {}
+            index = expect(event.get("index"), int, "index")
+            delta = expect(event.get("delta"), dict, "delta") or {}
             if delta.get("type") == "text_delta" and self._kinds.get(index) == "text":
-                return self.draft.text(delta.get("text") or "")
+                return self.draft.text(expect(delta.get("text"), str, "delta.text") or "")
             if delta.get("type") == "input_json_delta" and self._kinds.get(index) == "tool_use":
-                return self.draft.tool_call(index, arguments=delta.get("partial_json"))
+                return self.draft.tool_call(index, arguments=expect(delta.get("partial_json"), str, "delta.partial_json"))
             return []
         if kind == "content_block_stop":
+            index = expect(event.get("index"), int, "index")
             return self.draft.end_block() if self._kinds.get(index) in ("text", "tool_use") else []
         if kind == "message_delta":
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            delta = expect(event.get("delta"), dict, "delta") or {}
+            self.stop_reason = expect(delta.get("stop_reason"), str, "delta.stop_reason") or self.stop_reason
         elif kind == "message_stop":
             self.stopped = True
         return []

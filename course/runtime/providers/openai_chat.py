@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import NAMELESS, Draft, SDKModel, sdk
+from course.runtime.providers.streaming import NAMELESS, Draft, SDKModel, as_text, expect, sdk
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
@@ -95,22 +95,29 @@ class ChunkReader:
         self._calls = 0
 
     def read(self, chunk: dict[str, Any]) -> list[ModelEvent]:
-        choices = chunk.get("choices") or []  # the usage chunk at the end has none
+        choices = expect(chunk.get("choices"), list, "choices")  # the usage chunk at the end has none
         if not choices:
             return []
-        choice = choices[0]
-        delta = choice.get("delta") or {}
+        choice = expect(choices[0], dict, "choices[0]") or {}
+        delta = expect(choice.get("delta"), dict, "delta") or {}
         events: list[ModelEvent] = []
         # `reasoning_content`, which some local servers add, has no block in the course's messages.
-        if delta.get("content"):
-            events += self.draft.text(delta["content"])
-        self.refusal += delta.get("refusal") or ""
-        for piece in delta.get("tool_calls") or []:
-            function = piece.get("function") or {}
-            events += self.draft.tool_call(self._call_key(piece.get("index"), piece.get("id")), id=piece.get("id"),
-                                           name=function.get("name"), arguments=function.get("arguments"))
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        if content := expect(delta.get("content"), str, "delta.content"):
+            events += self.draft.text(content)
+        self.refusal += expect(delta.get("refusal"), str, "delta.refusal") or ""
+        for n, piece in enumerate(expect(delta.get("tool_calls"), list, "delta.tool_calls") or []):
+            where = f"delta.tool_calls[{n}]"
+            piece = expect(piece, dict, where) or {}
+            function = expect(piece.get("function"), dict, f"{where}.function") or {}
+            arguments = function.get("arguments")
+            if isinstance(arguments, dict):  # a few servers send the object itself rather than its JSON text
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            arguments = expect(arguments, str, f"{where}.function.arguments")
+            call_id = as_text(piece.get("id"))
+            key = self._call_key(expect(piece.get("index"), int, f"{where}.index"), call_id)
+            events += self.draft.tool_call(key, id=call_id, name=function.get("name"), arguments=arguments)
+        if finish := expect(choice.get("finish_reason"), str, "finish_reason"):
+            self.finish_reason = finish
         return events
 
     def _call_key(self, index: int | None, call_id: str | None) -> int:

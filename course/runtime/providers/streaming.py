@@ -107,6 +107,16 @@ already streamed without their call): kept under this name, the call is answered
 `Tool call_sent_without_a_name not found` and the conversation goes on with the model told."""
 
 
+def as_text(value: Any) -> str | None:
+    """A tool call's id or name as text: a number a server sent becomes its digits; anything else that
+    is not text counts as not sent."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
 class _OpenCall:
     """A tool call still streaming: what its pieces said so far."""
 
@@ -114,8 +124,8 @@ class _OpenCall:
 
     def __init__(self, index: int) -> None:
         self.index = index  # its place in `content` once it ends
-        self.id: Any = None
-        self.name: Any = None
+        self.id: str | None = None
+        self.name: str | None = None
         # Its argument pieces, joined when it ends: appending to a string kept in an attribute copies it
         # each time (quadratic in its length).
         self.parts: list[str] = []
@@ -154,16 +164,17 @@ class Draft:
     def tool_call(self, key: object, *, id: Any = None, name: Any = None, arguments: str | None = None,
                   whole: Any = None) -> list[ModelEvent]:
         """A piece of the tool call the provider calls `key` (a new key starts a call); its id and name
-        come with the first piece that has them. `whole` is arguments given whole, used if no piece brings any."""
+        come with the first piece that has them (see `as_text`). `whole` is arguments given whole, used if
+        no piece brings any."""
         events: list[ModelEvent] = []
         call = self._calls.get(key)
         if call is None:
             self._close_text()
             call = self._calls[key] = _OpenCall(len(self.content) + len(self._calls))
-        if call.id in (None, ""):
-            call.id = id
-        if call.name in (None, ""):
-            call.name = name
+        if not call.id:
+            call.id = as_text(id)
+        if not call.name:
+            call.name = as_text(name)
         if whole is not None:
             call.whole = whole
         if arguments:
@@ -282,18 +293,22 @@ class AbortRace:
     def seconds_left(self) -> float | None:
         return None if self._deadline is None else self._deadline - asyncio.get_running_loop().time()
 
-    async def next(self, items: AsyncIterator[T]) -> T | None:
-        """The iterator's next item, or None at its end."""
-        async def pull() -> T | None:
+    async def next(self, items: AsyncIterator[T]) -> T | object:
+        """The iterator's next item, or END at its end (an item may be None: an event whose data is `null`)."""
+        async def pull() -> T | object:
             try:
                 return await items.__anext__()
             except StopAsyncIteration:
-                return None
+                return END
         return await self(pull())
 
     def close(self) -> None:
         if self._aborted is not None and not self._aborted.done():
             self._aborted.cancel()
+
+
+END = object()
+"""What `AbortRace.next` gives at the end of the items."""
 
 
 class GaveUp(Exception):
@@ -414,11 +429,31 @@ def sdk(name: str) -> Any:
         raise ImportError(f"{name} is not installed: {INSTALL_HINT}") from exc
 
 
+class MalformedEvent(Exception):
+    """An event the server sent that does not have the API's shape; the message says which part and how."""
+
+
+_KINDS = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
+
+
+def expect(value: Any, kind: type, where: str) -> Any:
+    """`value`, if it is None (absent) or of `kind`; otherwise MalformedEvent saying what `where` is instead."""
+    if value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+        return value
+    raise MalformedEvent(f"{where} is {excerpt(json.dumps(value, ensure_ascii=False, default=str), 80)}, "
+                         f"not {_KINDS[kind]}")
+
+
 def as_dict(item: Any) -> dict[str, Any]:
-    """An SDK stream item as the JSON the server sent (the SDKs build their models without validating)."""
+    """An SDK stream item as the JSON the server sent (the SDKs build their models without validating, and
+    give an event's data as it is when it is not an object)."""
     if isinstance(item, dict):
         return item
-    return item.to_dict(warnings=False)
+    to_dict = getattr(item, "to_dict", None)
+    if to_dict is None:
+        raise MalformedEvent(f"its data is {excerpt(json.dumps(item, ensure_ascii=False, default=str), 80)}, "
+                             "not a JSON object")
+    return to_dict(warnings=False)
 
 
 EXCERPT = 200
@@ -459,19 +494,83 @@ def _status_error(exc: BaseException) -> str:
     return f"Error code: {status} - {detail}" if detail else f"Error code: {status}"
 
 
+# httpx's errors, by class name (each SDK brings its own httpx), in words; the class and its own words
+# (often none) follow in brackets.
+_TRANSPORT_WORDS = {
+    "ConnectTimeout": "Connecting to the server timed out",
+    "ReadTimeout": "Reading the answer timed out",
+    "WriteTimeout": "Sending the request timed out",
+    "PoolTimeout": "Waiting for a free connection timed out",
+    "TimeoutException": "The request timed out",
+    "ConnectError": "Could not connect to the server",
+    "ReadError": "The connection was reset or broken while the answer was being read",
+    "WriteError": "The connection was reset or broken while the request was being sent",
+    "RemoteProtocolError": "The server broke off the HTTP response",
+    "LocalProtocolError": "The request could not be sent",
+    "ProxyError": "The proxy failed",
+    "UnsupportedProtocol": "The base URL must start with http:// or https://",
+    "DecodingError": "The server's answer could not be decoded",
+    "TooManyRedirects": "The server redirected too many times",
+    "TransportError": "The connection failed",
+}
+
+
+def _one(exc: BaseException) -> BaseException:
+    """An exception group's first exception (anyio's task groups wrap a connection's failure in one)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what caused it, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 8:
+        chain.append(_one(current))
+        current = chain[-1].__cause__ or chain[-1].__context__
+    return chain
+
+
 def describe_error(exc: BaseException) -> str:
-    """The exception's own words, plus its cause's (the SDKs wrap `httpx` errors in vaguer ones)."""
+    """What went wrong, in words, with the technical detail short after them.
+
+    The SDKs' status errors say the status and an excerpt of the body; an httpx error anywhere in the
+    chain (the SDKs wrap them in vaguer ones) says what happened to the connection; an event the server
+    garbled says so. Anything else: the exception's own words, plus its cause's.
+    """
+    exc = _one(exc)
     if isinstance(getattr(exc, "status_code", None), int) and hasattr(exc, "body"):
         return _status_error(exc)
-    message = str(exc) or type(exc).__name__
-    if not str(exc) and "Timeout" in type(exc).__name__:  # httpx's timeouts have no words of their own
-        message = f"Request timed out ({type(exc).__name__})"
+    if isinstance(exc, MalformedEvent):
+        return f"The server sent a malformed event: {exc}"
     if isinstance(exc, json.JSONDecodeError):  # the SDKs let it through from an event's data line
-        message = f"Malformed server-sent event: {message}"
+        return f"The server sent a malformed event: its data is not JSON ({exc})"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"The server sent text that is not UTF-8 ({exc})"
+    for link in _chain(exc):
+        words = next((_TRANSPORT_WORDS[k.__name__] for k in type(link).__mro__ if k.__name__ in _TRANSPORT_WORDS), None)
+        if words is not None:
+            detail = excerpt(str(link))
+            return f"{words} ({type(link).__name__}: {detail})" if detail else f"{words} ({type(link).__name__})"
+    message = str(exc) or type(exc).__name__
     cause = exc.__cause__
     if cause is not None and str(cause) and str(cause) not in message:
         message = f"{message} ({str(cause)})"
     return message
+
+
+def read_one(reader: Any, item: Any) -> list[ModelEvent]:
+    """The model events of one SDK stream item; an item the reader cannot read is a MalformedEvent."""
+    event = as_dict(item)
+    try:
+        return reader.read(event)
+    except MalformedEvent:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        # A shape the reader's checks did not foresee: said as the event, not as the reader's internals.
+        shown = excerpt(json.dumps(event, ensure_ascii=False, default=str), 120)
+        raise MalformedEvent(f"{shown} ({type(exc).__name__})") from exc
 
 
 async def read_sdk_stream(opening: Awaitable[Any], reader: Any, race: AbortRace) -> AsyncIterator[ModelEvent]:
@@ -483,8 +582,8 @@ async def read_sdk_stream(opening: Awaitable[Any], reader: Any, race: AbortRace)
     items = await opening
     try:
         yield {"type": "start"}
-        while (item := await race.next(items)) is not None:
-            for event in reader.read(as_dict(item)):
+        while (item := await race.next(items)) is not END:
+            for event in read_one(reader, item):
                 yield event
         for event in reader.end():
             yield event
