@@ -146,6 +146,19 @@ class TestToolCallShapes:
         assert names == ["call_sent_without_a_name"]
 
 
+@pytest.mark.asyncio
+async def test_a_tool_use_stop_without_a_call_is_an_error_saying_so(provider, server):
+    """The loop cannot go on from such an answer: without an errorMessage it ended `error` unexplained."""
+    model = make_model(provider, server)
+    server.replies.append(Reply(calls_stream(provider, [], text="ok")))
+    events, message = await collect(model.stream(readme_request()))
+    await model.aclose()
+    raw = "finish_reason 'tool_calls'" if provider == "openai" else "stop_reason 'tool_use'"
+    assert events[-1] == {"type": "error", "reason": "error", "error": message}
+    assert (message["content"], message["errorMessage"]) == (
+        [text("ok")], f"The model asked to use tools ({raw}) but sent no tool call")
+
+
 def test_a_transcript_call_without_a_name_is_sent_under_the_placeholder():
     """A transcript made elsewhere may hold one: the request must still be one the API accepts."""
     from course.runtime.messages import assistant_message

@@ -137,7 +137,7 @@ class EventReader:
         reason = STOP_REASONS.get(self.stop_reason)
         if reason is None:
             return draft.refused(f"The response ended with stop_reason {self.stop_reason!r}")
-        return draft.done(reason)
+        return draft.done(reason, f"stop_reason {self.stop_reason!r}")
 
 
 @dataclass

@@ -157,7 +157,7 @@ class ChunkReader:
             return events + draft.refused(f"The response ended with finish_reason {self.finish_reason!r}")
         if reason == "stop" and any(block["type"] == "toolCall" for block in draft.content):
             reason = "toolUse"  # some OpenAI-compatible servers end a tool-calling answer with "stop"
-        return events + draft.done(reason)
+        return events + draft.done(reason, f"finish_reason {self.finish_reason!r}")
 
 
 @dataclass

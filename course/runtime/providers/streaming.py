@@ -225,9 +225,17 @@ class Draft:
         self.content.append(call)
         return events + [{"type": "toolcall_end", "contentIndex": len(self.content) - 1, "toolCall": call}]
 
-    def done(self, stop_reason: Literal["stop", "toolUse", "length"]) -> list[ModelEvent]:
-        """The provider finished normally: close the open block and end with `done`."""
-        return self.end_block() + [{"type": "done", "reason": stop_reason, "message": self._message(stop_reason)}]
+    def done(self, stop_reason: Literal["stop", "toolUse", "length"], said: str = "") -> list[ModelEvent]:
+        """The provider finished normally (`said` is how its API put it): close the open block and end with `done`.
+
+        A `toolUse` answer without a tool call ends as an error instead: the loop has nothing to run and
+        nothing to send back, and would end without saying why.
+        """
+        events = self.end_block()
+        if stop_reason == "toolUse" and not any(block["type"] == "toolCall" for block in self.content):
+            return events + [self.failed("error", f"The model asked to use tools ({said or stop_reason}) but sent no "
+                                                  "tool call")]
+        return events + [{"type": "done", "reason": stop_reason, "message": self._message(stop_reason)}]
 
     def failed(self, reason: StopReason, error_message: str) -> ErrorEvent:
         """The stream broke off: end with what was complete (and any text) and the reason in `errorMessage`."""
