@@ -146,6 +146,37 @@ class TestToolCallShapes:
         assert names == ["call_sent_without_a_name"]
 
 
+def test_a_surrogate_pair_cut_between_two_pieces_is_one_character():
+    """A server may cut a character outside the BMP between its UTF-16 halves (each piece's JSON then holds one
+    `\\ud83d`-style escape): the high half waits for the next piece; one left at the block's end is its escape."""
+    draft = streaming.Draft()
+    events = draft.text("smile:\ud83d") + draft.text("\ude00!") + draft.text(" cut:\ud83d")
+    events += draft.tool_call(0, id="c", name="read", arguments='{"path": "\ud83d') + draft.tool_call(0, arguments='\ude00"}')
+    events += draft.done("toolUse")
+    message = events[-1]["message"]
+    assert message["content"] == [text("smile:😀! cut:\\ud83d"), tool_call("c", "read", {"path": "😀"})]
+    assert [e["delta"] for e in events if e["type"] == "text_delta"] == ["smile:", "😀!", " cut:", "\\ud83d"]
+    assert [e["delta"] for e in events if e["type"] == "toolcall_delta"] == ['{"path": "', '😀"}']
+
+
+@pytest.mark.asyncio
+async def test_a_surrogate_pair_cut_between_two_text_events_arrives_whole(provider, server):
+    model = make_model(provider, server)
+    pieces = ["smile:\ud83d", "\ude00!"]
+    if provider == "openai":
+        stream = openai_stream([{"role": "assistant", "content": ""}, *[{"content": piece} for piece in pieces]])
+    else:
+        stream = anthropic_stream([
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            *[{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+              for piece in pieces],
+            {"type": "content_block_stop", "index": 0}])
+    server.replies.append(Reply(stream))
+    _, message = await collect(model.stream(readme_request()))
+    await model.aclose()
+    assert message["content"] == [text("smile:😀!")]
+
+
 @pytest.mark.asyncio
 async def test_a_tool_use_stop_without_a_call_is_an_error_saying_so(provider, server):
     """The loop cannot go on from such an answer: without an errorMessage it ended `error` unexplained."""

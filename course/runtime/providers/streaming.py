@@ -117,10 +117,28 @@ def as_text(value: Any) -> str | None:
     return None
 
 
+def _whole_characters(held: str, piece: str) -> tuple[str, str]:
+    """`held + piece` up to its last whole character, as UTF-8 text, and a trailing high surrogate held back.
+
+    A server may cut a character outside the BMP between its UTF-16 halves, one JSON escape in each piece:
+    the high half waits for the next piece, and two halves that meet are one character. A half left alone
+    is written as its escape (`utf8_text`).
+    """
+    piece = held + piece
+    held = ""
+    if "\ud800" <= piece[-1] <= "\udbff":
+        piece, held = piece[:-1], piece[-1]
+    try:
+        piece.encode("utf-8")
+    except UnicodeEncodeError:
+        piece = utf8_text(piece.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass"))
+    return piece, held
+
+
 class _OpenCall:
     """A tool call still streaming: what its pieces said so far."""
 
-    __slots__ = ("index", "id", "name", "parts", "whole")
+    __slots__ = ("index", "id", "name", "parts", "held", "whole")
 
     def __init__(self, index: int) -> None:
         self.index = index  # its place in `content` once it ends
@@ -129,6 +147,7 @@ class _OpenCall:
         # Its argument pieces, joined when it ends: appending to a string kept in an attribute copies it
         # each time (quadratic in its length).
         self.parts: list[str] = []
+        self.held = ""  # a high surrogate waiting for its other half (see _whole_characters)
         self.whole: Any = None  # arguments the server gave whole rather than in pieces (Anthropic's `input`)
 
 
@@ -147,17 +166,21 @@ class Draft:
         self._text_open = False
         # The pieces of the open text block, joined when it ends (see _OpenCall.parts).
         self._text_parts: list[str] = []
+        self._text_held = ""  # a high surrogate waiting for its other half (see _whole_characters)
         self._calls: dict[object, _OpenCall] = {}  # the calls still streaming, by the provider's key
 
     def text(self, delta: str) -> list[ModelEvent]:
         """A piece of text: it continues the text block being streamed, or starts one."""
         if not delta:
             return []
-        delta = utf8_text(delta)  # a lone surrogate from the server must not make the transcript unsendable
+        # A lone surrogate from the server must not make the transcript unsendable.
+        delta, self._text_held = _whole_characters(self._text_held, delta)
         events = self._end_calls()
         if not self._text_open:
             self.content.append({"type": "text", "text": ""})
             self._text_open = True
+        if not delta:
+            return events
         self._text_parts.append(delta)
         return events + [{"type": "text_delta", "contentIndex": len(self.content) - 1, "delta": delta}]
 
@@ -169,7 +192,7 @@ class Draft:
         events: list[ModelEvent] = []
         call = self._calls.get(key)
         if call is None:
-            self._close_text()
+            events += self._close_text()
             call = self._calls[key] = _OpenCall(len(self.content) + len(self._calls))
         if not call.id:
             call.id = as_text(id)
@@ -178,9 +201,10 @@ class Draft:
         if whole is not None:
             call.whole = whole
         if arguments:
-            arguments = utf8_text(arguments)
-            call.parts.append(arguments)
-            events.append({"type": "toolcall_delta", "contentIndex": call.index, "delta": arguments})
+            arguments, call.held = _whole_characters(call.held, arguments)
+            if arguments:
+                call.parts.append(arguments)
+                events.append({"type": "toolcall_delta", "contentIndex": call.index, "delta": arguments})
         return events
 
     def end_block(self) -> list[ModelEvent]:
@@ -190,13 +214,18 @@ class Draft:
         (why) and `argumentsText` (what the model wrote): the executor answers it with an error result and
         the next request sends the text back as it was written.
         """
-        self._close_text()
-        return self._end_calls()
+        return self._close_text() + self._end_calls()
 
-    def _close_text(self) -> None:
-        if self._text_open:
-            self.content[-1]["text"] = "".join(self._text_parts)
-            self._text_open, self._text_parts = False, []
+    def _close_text(self) -> list[ModelEvent]:
+        if not self._text_open:
+            return []
+        events: list[ModelEvent] = []
+        if self._text_held:  # half a character ends the block: its escape
+            self._text_parts.append(utf8_text(self._text_held))
+            events.append({"type": "text_delta", "contentIndex": len(self.content) - 1, "delta": self._text_parts[-1]})
+        self.content[-1]["text"] = "".join(self._text_parts)
+        self._text_open, self._text_parts, self._text_held = False, [], ""
+        return events
 
     def _end_calls(self) -> list[ModelEvent]:
         events: list[ModelEvent] = []
@@ -207,6 +236,9 @@ class Draft:
 
     def _end_call(self, open_call: _OpenCall) -> list[ModelEvent]:
         events: list[ModelEvent] = []
+        if open_call.held:  # half a character ends the arguments: its escape
+            open_call.parts.append(utf8_text(open_call.held))
+            events.append({"type": "toolcall_delta", "contentIndex": open_call.index, "delta": open_call.parts[-1]})
         if not open_call.parts and open_call.whole not in (None, {}):
             # Given whole (no input deltas followed): the same JSON text a delta would have brought.
             open_call.parts.append(json.dumps(open_call.whole, ensure_ascii=False))
@@ -247,7 +279,7 @@ class Draft:
         return self.end_block() + [self.failed("error", error_message)]
 
     def _message(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:
-        self._close_text()
+        self._close_text()  # after end_block (done, refused), nothing; on a failure, no delta can follow the end
         return assistant_message(self.content, stop_reason, error_message=error_message, timestamp=self.timestamp)
 
 
