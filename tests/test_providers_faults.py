@@ -512,6 +512,65 @@ def test_a_remote_anthropic_server_without_a_key_is_not_given_one(monkeypatch):
     assert AnthropicModel("m", base_url="https://api.anthropic.com").client.api_key is None
 
 
+BAD_BASE_URLS = [
+    ("http://[::1", "it does not parse as a URL (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:99999/v1", "its port '99999' is not a number from 0 to 65535"),
+    ("http://127.0.0.1:abc", "its port 'abc' is not a number from 0 to 65535"),
+    ("127.0.0.1:8080/v1", "it does not start with http:// or https:// (did you mean http://127.0.0.1:8080/v1?)"),
+    ("localhost:8080", "it does not start with http:// or https:// (did you mean http://localhost:8080?)"),
+    ("not a url", "it does not start with http:// or https://"),
+    ("ftp://127.0.0.1/v1", "its scheme is ftp://; the providers speak http:// and https://"),
+    ("http:///v1", "it names no host"),
+    ("", "it is empty"),
+]
+
+
+@pytest.mark.parametrize("url, why", BAD_BASE_URLS, ids=[url or "empty" for url, _ in BAD_BASE_URLS])
+def test_a_base_url_that_is_not_usable_is_refused_saying_why(provider, url, why):
+    """A configuration error, refused when the model is made: not a traceback from inside the SDK, not a
+    request retried three times, and not (Anthropic, no scheme) a complaint about the API key."""
+    from course.runtime.providers import AnthropicModel, OpenAIChatModel
+    model_class = OpenAIChatModel if provider == "openai" else AnthropicModel
+    with pytest.raises(ValueError) as raised:
+        model_class("m", base_url=url, api_key="k")
+    assert str(raised.value) == f"The base URL {url!r} is not usable: {why}"
+
+
+def test_a_base_url_from_the_environment_says_so(provider, monkeypatch):
+    from course.runtime.providers import AnthropicModel, OpenAIChatModel
+    model_class, variable = ((OpenAIChatModel, "OPENAI_BASE_URL") if provider == "openai"
+                             else (AnthropicModel, "ANTHROPIC_BASE_URL"))
+    monkeypatch.setenv(variable, "localhost:8080")
+    with pytest.raises(ValueError, match=rf"^The base URL 'localhost:8080' \(from \${variable}\) is not usable: "):
+        model_class("m", api_key="k")
+
+
+def test_the_demo_says_what_is_wrong_with_the_base_url(provider, capsys):
+    code = cli.main(["demo", "--provider", provider, "--base-url", "http://[::1", "--model", "m"])
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (2, "")
+    assert captured.err == "course demo: The base URL 'http://[::1' is not usable: it does not parse as a URL " \
+                           "(Invalid IPv6 URL)\n"
+
+
+def test_a_url_the_http_client_cannot_use_is_not_retried():
+    """Should one get past the model's check (the SDKs' http client is stricter): retrying cannot help."""
+    class UnsupportedProtocol(Exception):  # named as httpx's, which is how retry_wait knows them
+        pass
+
+    class APIConnectionError(Exception):
+        pass
+
+    try:
+        raise APIConnectionError("Connection error.") from UnsupportedProtocol("Request URL is missing a protocol")
+    except APIConnectionError as error:
+        assert streaming.retry_wait(error, 0) is None
+    try:
+        raise APIConnectionError("Connection error.") from ConnectionResetError()
+    except APIConnectionError as error:
+        assert streaming.retry_wait(error, 0) == 0.5
+
+
 def test_ctrl_c_ends_the_demo_quietly(server):
     """Ctrl-C while the demo waits on a model: exit 130, nothing on stderr (no KeyboardInterrupt traceback)."""
     import os

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import LOCAL_KEY, NAMELESS, Draft, SDKModel, expect, on_loopback, sdk
+from course.runtime.providers.streaming import (
+    LOCAL_KEY, NAMELESS, Draft, SDKModel, check_base_url, expect, on_loopback, sdk,
+)
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
@@ -158,7 +160,11 @@ class AnthropicModel(SDKModel):
     """The answer's token limit, which the Messages API requires."""
 
     def __post_init__(self) -> None:
-        base_url = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        base_url = self.base_url
+        check_base_url(base_url, "")
+        if base_url is None:
+            base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+            check_base_url(base_url, "ANTHROPIC_BASE_URL")
         key = self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         if key is None and on_loopback(base_url):
             key = LOCAL_KEY  # without one the SDK refuses to send; a local server checks none

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import NAMELESS, Draft, SDKModel, as_text, expect, sdk
+from course.runtime.providers.streaming import NAMELESS, Draft, SDKModel, as_text, check_base_url, expect, sdk
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
@@ -177,6 +177,10 @@ class OpenAIChatModel(SDKModel):
     """Sent as `max_tokens` when set; otherwise the server's own limit applies."""
 
     def __post_init__(self) -> None:
+        if self.base_url is not None:
+            check_base_url(self.base_url, "")
+        else:  # the SDK's own default
+            check_base_url(os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL")
         self.client = sdk("openai").AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "no-key",

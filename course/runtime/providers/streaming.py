@@ -358,6 +358,8 @@ class GaveUp(Exception):
 retry_sleep = asyncio.sleep
 """How a wait before a retry is slept (tests replace it to see the waits without sleeping them)."""
 RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx, as the official SDKs retry
+# httpx's errors (by name) that a URL the client cannot use causes: the same request would fail again.
+_NOT_RETRIED = frozenset({"UnsupportedProtocol", "InvalidURL", "LocalProtocolError"})
 
 
 def retry_wait(exc: BaseException, attempt: int) -> float | None:
@@ -367,6 +369,8 @@ def retry_wait(exc: BaseException, attempt: int) -> float | None:
     server says `x-should-retry: false`; the wait is the server's `retry-after-ms` / `retry-after`
     (seconds or an HTTP date), else 0.5 s doubling per attempt up to 8 s.
     """
+    if any(type(link).__name__ in _NOT_RETRIED for link in _chain(exc)):
+        return None
     status = getattr(exc, "status_code", None)
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or {}
@@ -432,6 +436,45 @@ async def open_with_retries(open_stream: Callable[[], Awaitable[Any]], race: Abo
                              f"left of the request's time budget of {budget:g} s)") from exc
             attempt += 1
             await race(retry_sleep(wait))
+
+
+def check_base_url(url: str | None, variable: str) -> None:
+    """Raise ValueError saying what is wrong with `url`, unless it is None (the SDK's default) or usable;
+    `variable` is the environment variable the URL came from, if it came from one.
+
+    A bad base URL is a configuration error: found when the model is made, it is said once, in words,
+    rather than raised from inside the SDK's client, retried as a connection error, or (Anthropic, a URL
+    without a scheme is taken as no base URL at all) blamed on the API key.
+    """
+    if url is None:
+        return
+    problem = _url_problem(url)
+    if problem is not None:
+        source = f" (from ${variable})" if variable else ""
+        raise ValueError(f"The base URL {url!r}{source} is not usable: {problem}")
+
+
+def _url_problem(url: str) -> str | None:
+    import urllib.parse
+
+    if not url.strip():
+        return "it is empty"
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as error:  # e.g. an IPv6 address without its closing bracket
+        return f"it does not parse as a URL ({error})"
+    if "://" not in url:
+        guess = f" (did you mean http://{url}?)" if url == url.strip() and " " not in url else ""
+        return f"it does not start with http:// or https://{guess}"
+    if parts.scheme not in ("http", "https"):
+        return f"its scheme is {parts.scheme}://; the providers speak http:// and https://"
+    try:
+        parts.port
+    except ValueError:
+        return f"its port {parts.netloc.rpartition(':')[2]!r} is not a number from 0 to 65535"
+    if not parts.hostname:
+        return "it names no host"
+    return None
 
 
 LOCAL_KEY = "no-key"
