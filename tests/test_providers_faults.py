@@ -521,6 +521,8 @@ BAD_BASE_URLS = [
     ("not a url", "it does not start with http:// or https://"),
     ("ftp://127.0.0.1/v1", "its scheme is ftp://; the providers speak http:// and https://"),
     ("http:///v1", "it names no host"),
+    ("http://exa mple.com", "it holds ' ' at character 11"),
+    ("http://h\x00/v1", "it holds '\\x00' at character 9"),
     ("", "it is empty"),
 ]
 

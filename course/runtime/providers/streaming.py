@@ -468,6 +468,9 @@ def _url_problem(url: str) -> str | None:
         return f"it does not start with http:// or https://{guess}"
     if parts.scheme not in ("http", "https"):
         return f"its scheme is {parts.scheme}://; the providers speak http:// and https://"
+    odd = next((n for n, c in enumerate(url) if c.isspace() or not c.isprintable()), None)
+    if odd is not None:  # a space pasted in, a NUL: the HTTP client refuses them (a traceback from the SDK)
+        return f"it holds {url[odd]!r} at character {odd + 1}"
     try:
         parts.port
     except ValueError:
