@@ -367,6 +367,13 @@ class TestErrorMessages:
         await model.aclose()
         assert message["errorMessage"] == said
 
+    async def test_a_redirect_without_a_location_is_an_http_error(self, provider, server):
+        model = make_model(provider, server)
+        server.replies.append(Reply(b"moved", status=302))
+        _, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert message["errorMessage"] == "Error code: 302 - moved"
+
     async def test_a_long_body_is_cut_to_an_excerpt(self, provider, server):
         model = make_model(provider, server)
         server.replies.append(Reply(b"x" * 100_000, status=500))

@@ -575,7 +575,7 @@ def _status_error(exc: BaseException) -> str:
     # The SDKs word these differently (OpenAI drops a body that is not its JSON, Anthropic quotes all
     # of it): both are said as the status and an excerpt of the body.
     status, detail = exc.status_code, body_excerpt(getattr(exc, "body", None))
-    if status < 400:  # Anthropic's `event: error` inside a stream that began with 200
+    if 200 <= status < 300:  # Anthropic's `event: error` inside a stream that began with 200
         return f"The server sent an error event: {detail or 'without details'}"
     return f"Error code: {status} - {detail}" if detail else f"Error code: {status}"
 
