@@ -239,6 +239,8 @@ class Reply:
     """Seconds the server waits before each event after the first: a slow stream."""
     close_at_once: bool = False
     """Drop the connection as soon as the request is read, before any response: a connection error."""
+    content_type: str = "text/event-stream; charset=utf-8"
+    """The Content-Type of a 200 response."""
 
 
 class LoopbackServer:
@@ -298,7 +300,7 @@ def _handler(server: LoopbackServer) -> type:
                 self.end_headers()
                 self.wfile.write(reply.body)
                 return
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Content-Type", reply.content_type)
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for n, piece in enumerate(self._pieces(reply)):

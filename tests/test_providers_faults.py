@@ -367,6 +367,24 @@ class TestErrorMessages:
         await model.aclose()
         assert message["errorMessage"] == said
 
+    @pytest.mark.parametrize("body, content_type, said", [
+        (b'{"error":{"message":"model not found"}}', "application/json",
+         'The server sent no event (Content-Type application/json); its answer began: '
+         '{"error":{"message":"model not found"}}'),
+        (b"<html><body>" + b"Sign in " * 100 + b"</body></html>", "text/html",
+         "The server sent no event (Content-Type text/html); its answer began: "
+         + ("<html><body>" + "Sign in " * 100)[:199] + "…"),
+        (b"", "text/event-stream", "The server sent no event (Content-Type text/event-stream); its answer was empty"),
+    ], ids=["json_error", "html", "empty"])
+    async def test_a_200_that_is_not_an_event_stream_quotes_what_the_server_sent(self, provider, server, body,
+                                                                               content_type, said):
+        model = make_model(provider, server)
+        server.replies.append(Reply(body, content_type=content_type))
+        events, message = await collect(model.stream(readme_request()))
+        await model.aclose()
+        assert [e["type"] for e in events] == ["start", "error"]
+        assert message["errorMessage"] == said
+
     async def test_a_redirect_without_a_location_is_an_http_error(self, provider, server):
         model = make_model(provider, server)
         server.replies.append(Reply(b"moved", status=302))

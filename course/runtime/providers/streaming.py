@@ -13,11 +13,13 @@ import asyncio
 import copy
 import datetime
 import email.utils
+import functools
 import html
 import importlib
 import json
 import math
 import re
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -659,19 +661,70 @@ def read_one(reader: Any, item: Any) -> list[ModelEvent]:
         raise MalformedEvent(f"{shown} ({type(exc).__name__})") from exc
 
 
+HEAD = 1000
+"""Bytes of a response body kept to quote when the server sent no event."""
+
+
+def tap_body(items: Any) -> bytearray | None:
+    """The first HEAD bytes of the body an SDK stream reads, kept as it reads them (None where the stream's
+    response cannot be tapped): what to quote when the server sent no event the SDK could parse."""
+    response = getattr(items, "response", None)
+    stream = getattr(response, "stream", None)
+    # The SDK's own httpx (a module of whatever name), whose Response insists on its own byte stream class.
+    base = getattr(sys.modules.get(type(response).__module__.partition(".")[0]), "AsyncByteStream", None)
+    if base is None or not isinstance(stream, base):
+        return None
+    head = bytearray()
+    response.stream = _tapped(base)(stream, head)
+    return head
+
+
+@functools.cache
+def _tapped(base: type) -> type:
+    class Tapped(base):  # type: ignore[valid-type, misc]
+        def __init__(self, inner: Any, head: bytearray) -> None:
+            self._inner, self._head = inner, head
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self._inner:
+                if len(self._head) < HEAD:
+                    self._head += chunk[: HEAD - len(self._head)]
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return Tapped
+
+
+def no_event(items: Any, head: bytearray) -> str:
+    """What a response that held no event sent (a 200 that is an error in JSON, a login page, nothing)."""
+    content_type = getattr(items.response, "headers", {}).get("content-type", "none")
+    if not head.strip():
+        return f"The server sent no event (Content-Type {content_type}); its answer was empty"
+    return (f"The server sent no event (Content-Type {content_type}); its answer began: "
+            f"{excerpt(head.decode('utf-8', 'replace'))}")
+
+
 async def read_sdk_stream(opening: Awaitable[Any], reader: Any, race: AbortRace) -> AsyncIterator[ModelEvent]:
     """Open an SDK stream (`opening` gives it), then hand each item to `reader` (`.read(item)`, `.end()`
-    give model events).
+    give model events on its `.draft`).
 
     The SDK stream is closed whatever happens, before the end event leaves `provider_stream`.
     """
     items = await opening
+    head = tap_body(items)
+    read_any = False
     try:
         yield {"type": "start"}
         while (item := await race.next(items)) is not END:
+            read_any = True
             for event in read_one(reader, item):
                 yield event
-        for event in reader.end():
+        ends = reader.end()
+        if not read_any and head is not None and ends[-1]["type"] == "error":
+            ends[-1] = reader.draft.failed("error", no_event(items, head))  # the reader's reason says less
+        for event in ends:
             yield event
     finally:
         await items.close()
