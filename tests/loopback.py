@@ -174,7 +174,8 @@ def calls_stream(provider: str, calls: list[tuple], *, text: str = "", stop: str
                 first["id"] = call_id
             if name is not None:
                 first["function"]["name"] = name
-            deltas += [{"tool_calls": [first]}, {"tool_calls": [{"index": index, "function": {"arguments": arguments}}]}]
+            rest = {"index": index, "function": {"arguments": arguments}}
+            deltas += [{"tool_calls": [first]}, {"tool_calls": [rest]}]
         return openai_stream(deltas, stop or "tool_calls")
     events: list[dict] = []
     if text:

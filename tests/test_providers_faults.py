@@ -151,7 +151,8 @@ def test_a_surrogate_pair_cut_between_two_pieces_is_one_character():
     `\\ud83d`-style escape): the high half waits for the next piece; one left at the block's end is its escape."""
     draft = streaming.Draft()
     events = draft.text("smile:\ud83d") + draft.text("\ude00!") + draft.text(" cut:\ud83d")
-    events += draft.tool_call(0, id="c", name="read", arguments='{"path": "\ud83d') + draft.tool_call(0, arguments='\ude00"}')
+    events += draft.tool_call(0, id="c", name="read", arguments='{"path": "\ud83d')
+    events += draft.tool_call(0, arguments='\ude00"}')
     events += draft.done("toolUse")
     message = events[-1]["message"]
     assert message["content"] == [text("smile:😀! cut:\\ud83d"), tool_call("c", "read", {"path": "😀"})]
@@ -221,7 +222,8 @@ OPENAI_CALL_PIECES = {
     "interleaved": [openai_call(0, "c1", "read", '{"pa'), openai_call(1, "c2", "read", '{"pa'),
                     openai_call(0, arguments='th": "README.md"}'), openai_call(1, arguments='th": "README.md"}')],
     # One index for two calls: the new id starts the second.
-    "index_reused_with_a_new_id": [openai_call(0, "c1", "read", README_PATH), openai_call(0, "c2", "read", README_PATH)],
+    "index_reused_with_a_new_id": [openai_call(0, "c1", "read", README_PATH),
+                                   openai_call(0, "c2", "read", README_PATH)],
     # No index at all: the arguments that follow belong to the call they follow.
     "no_index": [openai_call(id="c1", name="read", arguments=""), openai_call(arguments=README_PATH),
                  openai_call(id="c2", name="read", arguments='{"path": '), openai_call(arguments='"README.md"}')],
@@ -356,8 +358,10 @@ class TestErrorMessages:
         (HTML_PAGE, "Error code: 503 - HTML page: Just a moment..."),
         (b"upstream connect error or disconnect/reset before headers", "Error code: 503 - upstream connect error or "
                                                                        "disconnect/reset before headers"),
-        (b'{"error": {"message": "Service Unavailable", "type": "server_error"}}', "Error code: 503 - Service Unavailable"),
-        (b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}', "Error code: 503 - Overloaded"),
+        (b'{"error": {"message": "Service Unavailable", "type": "server_error"}}',
+         "Error code: 503 - Service Unavailable"),
+        (b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
+         "Error code: 503 - Overloaded"),
         (b"", "Error code: 503"),
     ], ids=["html", "plain_text", "openai_json", "anthropic_json", "empty"])
     async def test_an_http_error_says_its_status_and_a_short_excerpt_of_the_body(self, provider, server, body, said):
@@ -484,7 +488,8 @@ class TestMalformedEvents:
         server.replies.append(Reply(recorded(f"{provider}_readme_first.sse"), events=ALL_TEXT[provider], then="reset"))
         _, message = await collect(model.stream(readme_request()))
         await model.aclose()
-        assert message["errorMessage"] == "The connection was reset or broken while the answer was being read (ReadError)"
+        assert message["errorMessage"] == \
+            "The connection was reset or broken while the answer was being read (ReadError)"
 
 
 def test_an_exception_group_is_said_as_the_error_inside_it():
@@ -496,7 +501,8 @@ def test_an_exception_group_is_said_as_the_error_inside_it():
         pass
 
     group = ExceptionGroup("unhandled errors in a TaskGroup", [ConnectError("All connection attempts failed")])
-    assert streaming.describe_error(group) == "Could not connect to the server (ConnectError: All connection attempts failed)"
+    assert streaming.describe_error(group) == \
+        "Could not connect to the server (ConnectError: All connection attempts failed)"
     try:
         raise APIConnectionError("Connection error.") from group
     except APIConnectionError as wrapped:

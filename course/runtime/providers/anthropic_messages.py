@@ -120,7 +120,8 @@ class EventReader:
             if delta.get("type") == "text_delta" and self._kinds.get(index) == "text":
                 return self.draft.text(expect(delta.get("text"), str, "delta.text") or "")
             if delta.get("type") == "input_json_delta" and self._kinds.get(index) == "tool_use":
-                return self.draft.tool_call(index, arguments=expect(delta.get("partial_json"), str, "delta.partial_json"))
+                arguments = expect(delta.get("partial_json"), str, "delta.partial_json")
+                return self.draft.tool_call(index, arguments=arguments)
             return []
         if kind == "content_block_stop":
             index = expect(event.get("index"), int, "index")
