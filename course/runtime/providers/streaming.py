@@ -281,7 +281,9 @@ class Draft:
         return self.end_block() + [self.failed("error", error_message)]
 
     def _message(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:
-        self._close_text()  # after end_block (done, refused), nothing; on a failure, no delta can follow the end
+        # Done and refused have closed the text already; on a failure a held half goes into the text as its
+        # escape without a delta, as no event may follow the end.
+        self._close_text()
         return assistant_message(self.content, stop_reason, error_message=error_message, timestamp=self.timestamp)
 
 
