@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import socket
+import struct
 import sys
 import threading
 import time
@@ -157,26 +159,59 @@ def sse_events(stream: bytes) -> list[bytes]:
 def tool_call_stream(provider: str, arguments: str, *, call_id: str = "call_bad1") -> bytes:
     """A stream in `provider`'s wire format: one `read` call whose arguments are `arguments`, as written,
     ending as a tool-calling answer (finish_reason tool_calls / stop_reason tool_use)."""
+    return calls_stream(provider, [(call_id, "read", arguments)])
+
+
+def calls_stream(provider: str, calls: list[tuple], *, text: str = "", stop: str | None = None) -> bytes:
+    """A stream in `provider`'s wire format: `text` (if any), then each `(id, name, arguments)` as the API
+    streams a call (id and name first, the arguments in the next piece; an id or name of None is left out),
+    ending with `stop` (default tool_calls / tool_use)."""
     if provider == "openai":
-        def chunk(delta: dict, finish: str | None = None) -> dict:
-            return {"id": "chatcmpl-bad", "object": "chat.completion.chunk", "created": 1764680000,
-                    "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        chunks = [chunk({"role": "assistant", "content": ""}),
-                  chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                                         "function": {"name": "read", "arguments": ""}}]}),
-                  chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}),
-                  chunk({}, "tool_calls")]
-        return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+        deltas: list[dict] = [{"role": "assistant", "content": text}]
+        for index, (call_id, name, arguments) in enumerate(calls):
+            first = {"index": index, "type": "function", "function": {"arguments": ""}}
+            if call_id is not None:
+                first["id"] = call_id
+            if name is not None:
+                first["function"]["name"] = name
+            rest = {"index": index, "function": {"arguments": arguments}}
+            deltas += [{"tool_calls": [first]}, {"tool_calls": [rest]}]
+        return openai_stream(deltas, stop or "tool_calls")
+    events: list[dict] = []
+    if text:
+        events += [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                   {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+                   {"type": "content_block_stop", "index": 0}]
+    for index, (call_id, name, arguments) in enumerate(calls, len(events) // 3):
+        block = {"type": "tool_use", "input": {}}
+        if call_id is not None:
+            block["id"] = call_id
+        if name is not None:
+            block["name"] = name
+        events += [{"type": "content_block_start", "index": index, "content_block": block},
+                   {"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": arguments}},
+                   {"type": "content_block_stop", "index": index}]
+    return anthropic_stream(events, stop or "tool_use")
+
+
+def openai_stream(deltas: list[dict], finish: str | None = "stop") -> bytes:
+    """Chat Completions chunks, one per delta, then one with `finish` (left out when None), then [DONE]."""
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {"id": "chatcmpl-made", "object": "chat.completion.chunk", "created": 1764680000,
+                "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    chunks = [chunk(delta) for delta in deltas] + ([chunk({}, finish)] if finish is not None else [])
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+
+
+def anthropic_stream(events: list[dict], stop: str = "end_turn") -> bytes:
+    """A Messages stream: message_start, `events`, then a message_delta with `stop` and message_stop."""
     events = [
         {"type": "message_start", "message": {
-            "id": "msg_bad", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
+            "id": "msg_made", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}},
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "tool_use", "id": call_id, "name": "read", "input": {}}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": arguments}},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-         "usage": {"output_tokens": 9}},
+        *events,
+        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 9}},
         {"type": "message_stop"},
     ]
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
@@ -194,8 +229,9 @@ class Reply:
     """Cut the stream into chunks of this many bytes (through events and UTF-8 characters) instead of per event."""
     events: int | None = None
     """Send only the stream's first this-many events."""
-    then: Literal["finish", "drop", "hold"] = "finish"
-    """After the body: end it, drop the connection mid-body, or hold it open until the client closes it."""
+    then: Literal["finish", "drop", "reset", "hold"] = "finish"
+    """After the body: end it, drop the connection mid-body, reset it (TCP RST), or hold it open until the
+    client closes it."""
     on_hold: Callable[[], None] | None = None
     """Called from the server thread once the body is out and the connection is held."""
     headers: dict[str, str] = field(default_factory=dict)
@@ -204,6 +240,8 @@ class Reply:
     """Seconds the server waits before each event after the first: a slow stream."""
     close_at_once: bool = False
     """Drop the connection as soon as the request is read, before any response: a connection error."""
+    content_type: str = "text/event-stream; charset=utf-8"
+    """The Content-Type of a 200 response."""
 
 
 class LoopbackServer:
@@ -263,7 +301,7 @@ def _handler(server: LoopbackServer) -> type:
                 self.end_headers()
                 self.wfile.write(reply.body)
                 return
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Content-Type", reply.content_type)
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for n, piece in enumerate(self._pieces(reply)):
@@ -275,6 +313,10 @@ def _handler(server: LoopbackServer) -> type:
                 self.wfile.write(b"0\r\n\r\n")
             elif reply.then == "hold":
                 self._hold(reply)
+            elif reply.then == "reset":  # closed at once with a zero linger time: RST instead of FIN
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.rfile.close()  # the socket's file descriptor closes with its last reference
+                self.connection.close()
             self.close_connection = True
 
         def _pieces(self, reply: Reply) -> list[bytes]:

@@ -82,7 +82,7 @@ def real_model_run(args: argparse.Namespace, read_tool):
         from course.runtime.providers import AnthropicModel, OpenAIChatModel
         model_class = OpenAIChatModel if args.provider == "openai" else AnthropicModel
         model = model_class(args.model, base_url=args.base_url, record_requests=True)
-    except ImportError as exc:  # the providers extra is not installed
+    except (ImportError, ValueError) as exc:  # the providers extra is not installed; a --base-url not usable
         print(f"course demo: {exc}", file=sys.stderr)
         return None
 

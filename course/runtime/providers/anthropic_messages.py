@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import LOCAL_KEY, Draft, SDKModel, on_loopback, sdk
+from course.runtime.providers.streaming import (
+    LOCAL_KEY, NAMELESS, Draft, SDKModel, check_base_url, expect, on_loopback, sdk,
+)
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # stop_reason -> stopReason; `refusal` and anything unknown end the answer as an error.
@@ -59,7 +61,8 @@ def anthropic_blocks(message: Message) -> list[dict[str, Any]]:
         if block["type"] == "text" and block["text"]:
             blocks.append({"type": "text", "text": block["text"]})
         elif block["type"] == "toolCall":
-            blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": tool_input(block)})
+            blocks.append({"type": "tool_use", "id": block["id"], "name": block["name"] or NAMELESS,
+                           "input": tool_input(block)})
     return blocks
 
 
@@ -102,25 +105,30 @@ class EventReader:
 
     def read(self, event: dict[str, Any]) -> list[ModelEvent]:
         kind = event.get("type")
-        index = event.get("index")
         if kind == "content_block_start":
-            block = event.get("content_block") or {}
+            index = expect(event.get("index"), int, "index")
+            block = expect(event.get("content_block"), dict, "content_block") or {}
             self._kinds[index] = block.get("type")
             if block.get("type") == "tool_use":
-                return self.draft.tool_call(index, id=block.get("id"), name=block.get("name"))
+                # `input` is `{}` when deltas follow; a server that gives it whole sends none.
+                return self.draft.tool_call(index, id=block.get("id"), name=block.get("name"), whole=block.get("input"))
             # Thinking and server-tool blocks have no counterpart in the course's messages.
             return self.draft.end_block() if block.get("type") == "text" else []
         if kind == "content_block_delta":
-            delta = event.get("delta") or {}
+            index = expect(event.get("index"), int, "index")
+            delta = expect(event.get("delta"), dict, "delta") or {}
             if delta.get("type") == "text_delta" and self._kinds.get(index) == "text":
-                return self.draft.text(delta.get("text") or "")
+                return self.draft.text(expect(delta.get("text"), str, "delta.text") or "")
             if delta.get("type") == "input_json_delta" and self._kinds.get(index) == "tool_use":
-                return self.draft.tool_call(index, arguments=delta.get("partial_json"))
+                arguments = expect(delta.get("partial_json"), str, "delta.partial_json")
+                return self.draft.tool_call(index, arguments=arguments)
             return []
         if kind == "content_block_stop":
+            index = expect(event.get("index"), int, "index")
             return self.draft.end_block() if self._kinds.get(index) in ("text", "tool_use") else []
         if kind == "message_delta":
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            delta = expect(event.get("delta"), dict, "delta") or {}
+            self.stop_reason = expect(delta.get("stop_reason"), str, "delta.stop_reason") or self.stop_reason
         elif kind == "message_stop":
             self.stopped = True
         return []
@@ -132,7 +140,7 @@ class EventReader:
         reason = STOP_REASONS.get(self.stop_reason)
         if reason is None:
             return draft.refused(f"The response ended with stop_reason {self.stop_reason!r}")
-        return draft.done(reason)
+        return draft.done(reason, f"stop_reason {self.stop_reason!r}")
 
 
 @dataclass
@@ -153,7 +161,11 @@ class AnthropicModel(SDKModel):
     """The answer's token limit, which the Messages API requires."""
 
     def __post_init__(self) -> None:
-        base_url = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        base_url = self.base_url
+        check_base_url(base_url, "")
+        if base_url is None:
+            base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+            check_base_url(base_url, "ANTHROPIC_BASE_URL")
         key = self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         if key is None and on_loopback(base_url):
             key = LOCAL_KEY  # without one the SDK refuses to send; a local server checks none

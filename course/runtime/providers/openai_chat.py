@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import Message
-from course.runtime.providers.streaming import Draft, SDKModel, sdk
+from course.runtime.providers.streaming import NAMELESS, Draft, SDKModel, as_text, check_base_url, expect, sdk
 from course.runtime.stream import ModelEvent, ModelRequest
 
 # finish_reason -> stopReason; `content_filter` and anything unknown end the answer as an error.
@@ -43,7 +43,7 @@ def chat_message(message: Message) -> dict[str, Any] | None:
     text = "".join(block["text"] for block in message["content"] if block["type"] == "text")
     calls = [
         {"id": block["id"], "type": "function",
-         "function": {"name": block["name"], "arguments": call_arguments_text(block)}}
+         "function": {"name": block["name"] or NAMELESS, "arguments": call_arguments_text(block)}}
         for block in message["content"] if block["type"] == "toolCall"
     ]
     if not text and not calls:
@@ -87,26 +87,63 @@ class ChunkReader:
         self.draft = draft
         self.finish_reason: str | None = None
         self.refusal = ""
+        # Calls by the `index` and the `id` their pieces carry: some servers interleave the pieces of
+        # several calls, reuse an index, or send no index at all.
+        self._by_index: dict[int, int] = {}
+        self._by_id: dict[str, int] = {}
+        self._last_key: int | None = None
+        self._calls = 0
 
     def read(self, chunk: dict[str, Any]) -> list[ModelEvent]:
-        choices = chunk.get("choices") or []  # the usage chunk at the end has none
+        choices = expect(chunk.get("choices"), list, "choices")  # the usage chunk at the end has none
         if not choices:
             return []
-        choice = choices[0]
-        delta = choice.get("delta") or {}
+        choice = expect(choices[0], dict, "choices[0]") or {}
+        delta = expect(choice.get("delta"), dict, "delta") or {}
         events: list[ModelEvent] = []
         # `reasoning_content`, which some local servers add, has no block in the course's messages.
-        if delta.get("content"):
-            events += self.draft.text(delta["content"])
-        self.refusal += delta.get("refusal") or ""
-        for piece in delta.get("tool_calls") or []:
-            function = piece.get("function") or {}
-            key = piece.get("index", piece.get("id"))
-            events += self.draft.tool_call(key, id=piece.get("id"), name=function.get("name"),
-                                           arguments=function.get("arguments"))
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        if content := expect(delta.get("content"), str, "delta.content"):
+            events += self.draft.text(content)
+        self.refusal += expect(delta.get("refusal"), str, "delta.refusal") or ""
+        for n, piece in enumerate(expect(delta.get("tool_calls"), list, "delta.tool_calls") or []):
+            where = f"delta.tool_calls[{n}]"
+            piece = expect(piece, dict, where) or {}
+            function = expect(piece.get("function"), dict, f"{where}.function") or {}
+            arguments = function.get("arguments")
+            if isinstance(arguments, dict):  # a few servers send the object itself rather than its JSON text
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            arguments = expect(arguments, str, f"{where}.function.arguments")
+            call_id = as_text(piece.get("id"))
+            key = self._call_key(expect(piece.get("index"), int, f"{where}.index"), call_id)
+            events += self.draft.tool_call(key, id=call_id, name=function.get("name"), arguments=arguments)
+        if finish := expect(choice.get("finish_reason"), str, "finish_reason"):
+            self.finish_reason = finish
         return events
+
+    def _call_key(self, index: int | None, call_id: str | None) -> int:
+        """Which call a piece continues (its key in the draft), or a new key for a piece that starts one.
+
+        A piece with an id no earlier piece of its index had starts a call (one index reused for two calls);
+        without an id, a piece continues the call of its index, even after pieces of other calls came
+        between, or, without an index either, the call before it.
+        """
+        if call_id:
+            key = self._by_id.get(call_id)
+            if index is not None and self._by_index.get(index) != key:
+                key = None
+        elif index is not None:
+            key = self._by_index.get(index)
+        else:
+            key = self._last_key
+        if key is None:
+            self._calls += 1
+            key = self._calls
+        if index is not None:
+            self._by_index[index] = key
+        if call_id:
+            self._by_id[call_id] = key
+        self._last_key = key
+        return key
 
     def end(self) -> list[ModelEvent]:
         draft = self.draft
@@ -120,7 +157,7 @@ class ChunkReader:
             return events + draft.refused(f"The response ended with finish_reason {self.finish_reason!r}")
         if reason == "stop" and any(block["type"] == "toolCall" for block in draft.content):
             reason = "toolUse"  # some OpenAI-compatible servers end a tool-calling answer with "stop"
-        return events + draft.done(reason)
+        return events + draft.done(reason, f"finish_reason {self.finish_reason!r}")
 
 
 @dataclass
@@ -140,6 +177,10 @@ class OpenAIChatModel(SDKModel):
     """Sent as `max_tokens` when set; otherwise the server's own limit applies."""
 
     def __post_init__(self) -> None:
+        if self.base_url is not None:
+            check_base_url(self.base_url, "")
+        else:  # the SDK's own default
+            check_base_url(os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL")
         self.client = sdk("openai").AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "no-key",
