@@ -262,6 +262,11 @@ ROUND_TRIP_VIOLATIONS = {
     "request_without_the_results": (
         lambda run: run["requests"][1].update(messages=run["messages"][:2]),
         ["request 2 saw 2 messages, not the 4 messages before its answer (message 5)"]),
+    "request_with_a_message_changed_later": (
+        lambda run: run["requests"][1].update(messages=[run["messages"][0], {**run["messages"][1], "timestamp": 9},
+                                                        *run["messages"][2:4]]),
+        ["request 2 saw message 2 other than the transcript holds it (of the 4 messages before its answer, message 5): "
+         "the request did not carry this run's messages, or the message changed after it was sent"]),
     "request_with_another_system_prompt": (
         set_item(["requests", 1, "systemPrompt"], "You are someone else."),
         ["request 2 has a different system prompt"]),

@@ -83,6 +83,9 @@ def print_failure(verdict: Verdict, implementation: str | None, chain: bool, cha
         print(f"{pad}first divergence {divergence_where(d['section'], d['index'])}:")
         print(f"{pad}  expected: {'(nothing)' if d['expected'] is None else d['expected']}")
         print(f"{pad}  got:      {'(nothing)' if d['got'] is None else d['got']}")
+        if all('"timestamp"' in str(d[side]) for side in ("expected", "got")):
+            print(f"{pad}note:     timestamps come from the course's clock, read once per message as it is made (the "
+                  f"runtime's helpers read it); a read anywhere else shifts every later stamp")
     if verdict.broken:
         print(f"{pad}broken promises of the chapter:")
         for n, line in enumerate(verdict.broken, 1):

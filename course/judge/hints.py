@@ -318,7 +318,8 @@ KINDS: tuple[Kind, ...] = (
          "The loop emits only model_event, assistant_message, tool_start, tool_progress, tool_end, "
          "tool_skipped and turn_end.",
          (_p07(EVENTS, 180, 196),)),
-    Kind("request-messages", (r"^request \d+ saw .+, not the \d+ messages before its answer",),
+    Kind("request-messages", (r"^request \d+ saw .+, not the \d+ messages before its answer",
+                              r"^request \d+ saw message \d+ other than the transcript holds it "),
          "Request n sees exactly the messages so far (the caller's, then every assistant message and result "
          "appended), not the caller's original list and not a list changed afterwards.",
          (_p07(TWO_CALLS, 51, 57), _p07(ROUND_TRIP, 157, 162))),

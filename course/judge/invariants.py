@@ -376,7 +376,12 @@ def _check_requests(requests: list[dict], messages: list[dict], first: int, step
         seen = request.get("messages")
         if n <= len(assistants):
             before = messages[: assistants[n - 1]]
-            if _key(seen) != _key(before):
+            if _key(seen) != _key(before) and isinstance(seen, list) and len(seen) == len(before):
+                at = next(i for i, (a, b) in enumerate(zip(seen, before), 1) if _key(a) != _key(b))
+                problems.append(f"request {n} saw message {at} other than the transcript holds it (of the "
+                                f"{len(before)} messages before its answer, message {assistants[n - 1] + 1}): the "
+                                f"request did not carry this run's messages, or the message changed after it was sent")
+            elif _key(seen) != _key(before):
                 saw = f"{len(seen)} messages" if isinstance(seen, list) else _short_repr(seen)
                 problems.append(f"request {n} saw {saw}, not the {len(before)} messages before "
                                 f"its answer (message {assistants[n - 1] + 1})")

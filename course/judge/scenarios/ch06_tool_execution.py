@@ -15,7 +15,8 @@ a schema, nested objects and arrays, every JSON type, enum, minimum, minLength):
   extra keys), a malformed one (not a dict, no content, content not a list), or one holding values
   JSON cannot hold.
 - `failures`: the tool raises (builtin and own exception types, with and without a message, several
-  arguments), raises CancelledError, or waits until the task executing it is cancelled.
+  arguments), raises CancelledError, or waits until the task executing it is cancelled (half of those
+  with the caller's signal aborted already).
 - `context`: the tool reports progress and changes what it received at any depth, during its run or
   after it ended; the caller's signal may be aborted already.
 `in_the_loop`: chapter 07's plans that run their tools through a registry (from chapter 07's own
@@ -325,6 +326,8 @@ def execution_plan(seed: int, focus: str) -> dict:
     kind = {"arguments": [-1], "outputs": [0, 1, 2, 3], "failures": [4, 5, 6, 6], "context": [-1]}[focus]
     plan["does"] = {"progress": [pick(r, PROGRESS) for _ in range(progress)], "meddle": meddling(r, arguments, changes),
                     "meddleWhen": pick(r, ["during", "after"]), "outcome": outcome(r, pick(r, kind))}
+    if "cancelled" in plan["does"]["outcome"] and r.random() < 0.5:
+        plan["signalAborted"] = True  # an aborted signal is no reason to turn a cancellation into a result
     return plan
 
 
