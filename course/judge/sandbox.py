@@ -22,7 +22,7 @@ import shutil
 import site
 import sys
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.judge.session import Child
@@ -106,6 +106,8 @@ class Sandbox:
     isolate: bool = True
     """Use bubblewrap when it is installed."""
     token: str = ""
+    inputs: list[str] = field(default_factory=list)
+    """Files the judge wrote for the child (its plans), shown to it read-only."""
 
     def __post_init__(self) -> None:
         self.copy = self.work / "course"
@@ -127,15 +129,17 @@ class Sandbox:
         return [*(f"checkpoints.{m}" for m in later), "course.judge"]
 
     def prepare(self, command: list[str], scratch: Path) -> Child:
-        """The recorder's command, rewritten to run in the copy, its files in `out/`, in the sandbox."""
-        moved = []
+        """The recorder's command, rewritten to run in the copy, its record in `out/`, in the sandbox.
+
+        The plans stay where the judge wrote them, outside anything the child can write: bubblewrap
+        shows them to the child read-only, at the same path. (A copy in `out/` would let the child
+        put a link in its place for the judge's next copy to follow.)"""
+        moved, self.inputs = [], []
         for word in command:
-            for option in ("--course-record=", "--course-plans="):
-                if word.startswith(option):
-                    source = Path(word[len(option):])
-                    if option == "--course-plans=":
-                        shutil.copy(source, self.out / source.name)
-                    word = option + str(self.out / source.name)
+            if word.startswith("--course-record="):
+                word = "--course-record=" + str(self.out / Path(word.split("=", 1)[1]).name)
+            elif word.startswith("--course-plans="):
+                self.inputs.append(word.split("=", 1)[1])
             moved.append(word)
         record = Path(next(w for w in moved if w.startswith("--course-record=")).split("=", 1)[1])
         python = moved[0]
@@ -177,5 +181,8 @@ class Sandbox:
             if not path.startswith("/usr/"):
                 words += ["--ro-bind", path, path]
         words += ["--ro-bind", str(self.copy), str(self.copy), "--bind", str(self.out), str(self.out),
-                  "--bind", str(self.home), str(self.home), "--chdir", str(self.copy), "--"]
+                  "--bind", str(self.home), str(self.home)]
+        for path in self.inputs:
+            words += ["--ro-bind", path, path]
+        words += ["--chdir", str(self.copy), "--"]
         return words + command

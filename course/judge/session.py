@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -184,31 +186,73 @@ class Child:
 
 
 class _Records:
-    """Reads the record file as the child appends to it, line by line, within RECORD_LIMIT bytes."""
+    """Reads the record file as the child appends to it, line by line, within RECORD_LIMIT bytes.
+
+    The judge creates the file itself, under a name the child cannot guess, before the child starts
+    (never following a link, never over a file that exists), and reads it only through that
+    descriptor: whatever the child later puts at the path (a link, a FIFO, another file) is never
+    opened by the judge. Finding something else at the path is evidence of tampering: `tampered`
+    says what (a flag of the run)."""
 
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.rest, self.read = path, 0, b"", 0
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        status = os.fstat(self.fd)
+        self.identity = (status.st_dev, status.st_ino)
+        self.tampered: str | None = None
 
     def new_lines(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as file:
-                file.seek(self.offset)
-                chunk = file.read(max(0, RECORD_LIMIT - self.read))
-        except OSError:
-            return []
-        self.offset += len(chunk)
-        self.read += len(chunk)
-        data = self.rest + chunk
+        self._look_at_the_path()
+        chunks = []
+        while self.read < RECORD_LIMIT:
+            chunk = os.pread(self.fd, min(2**20, RECORD_LIMIT - self.read), self.offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            self.offset += len(chunk)
+            self.read += len(chunk)
+        data = self.rest + b"".join(chunks)
         *complete, self.rest = data.split(b"\n")
         found = []
         for raw in complete:
             try:
                 line = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: JSON nested past what the parser follows
                 continue  # not a record: the judge counts what is missing, it does not guess
             if isinstance(line, dict):
                 found.append(line)
         return found
+
+    def _look_at_the_path(self) -> None:
+        """Whether the record file is still at its path (without opening whatever is there now)."""
+        if self.tampered is not None:
+            return
+        try:
+            status = os.lstat(self.path)
+        except FileNotFoundError:
+            self.tampered = f"removed its record file ({self.path.name})"
+            return
+        except OSError:
+            return
+        if (status.st_dev, status.st_ino) != self.identity:
+            self.tampered = f"replaced its record file ({self.path.name}) with {_what_is(status, self.path)}"
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _what_is(status: os.stat_result, path: Path) -> str:
+    """What kind of file `status` describes, in words (a link's target included)."""
+    if stat.S_ISLNK(status.st_mode):
+        try:
+            return f"a symbolic link to {os.readlink(path)[:200]!r}"
+        except OSError:
+            return "a symbolic link"
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "another file"))
+    return next((words for test, words in kinds if test(status.st_mode)), "something that is not a file")
 
 
 def recorder_command(chapter: Chapter, implementation: str | None, *, chain: bool, record: Path, plans: Path,
@@ -294,13 +338,20 @@ def judge_chapter(
         skip: list[str] = []
         current: str | None = None
         for attempt in range(RESTARTS + 1):
-            record = scratch / f"record-{attempt}.jsonl"
+            # A name the child cannot know before this attempt starts: nothing it planted can be there.
+            record = scratch / f"record-{attempt}-{secrets.token_hex(8)}.jsonl"
             command = recorder_command(chapter, implementation, chain=chain, record=record, plans=plans_file,
                                        forbid=forbid, deselect=skip, timeout=timeout, extra=extra)
             child = prepare(command, scratch) if prepare else Child(command, root, child_environment())
-            reader = _Records(child.record or record)
+            try:
+                reader = _Records(child.record or record)
+            except OSError as error:
+                run.flags.append(f"left something where its next record file was to be made ({error.strerror})")
+                break
             hung = False
-            with open(scratch / f"output-{attempt}.txt", "wb") as output:
+            output = os.open(scratch / f"output-{attempt}.txt",
+                             os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
                 process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
                                            stdout=output, stderr=subprocess.STDOUT, process_group=0,
                                            preexec_fn=child.preexec)
@@ -327,7 +378,13 @@ def judge_chapter(
                         time.sleep(0.02)
                 finally:
                     _end(process)
-            run.output_tail = (scratch / f"output-{attempt}.txt").read_bytes()[-4000:].decode("utf-8", "replace")
+                if reader.tampered and reader.tampered not in run.flags:
+                    run.flags.append(reader.tampered)
+                size = os.fstat(output).st_size  # read where the judge wrote it: the path may lead elsewhere now
+                run.output_tail = os.pread(output, 4000, max(0, size - 4000)).decode("utf-8", "replace")
+            finally:
+                os.close(output)
+                reader.close()
             if not hung:
                 break
             if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
