@@ -201,6 +201,8 @@ def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, fou
     failing = [v for v in run.verdicts if not v.passed]
     if run.flags:
         print("\nflagged: " + "; ".join(run.flags))
+    if run.judge_errors:
+        print("\n" + "; ".join(run.judge_errors))
     if failing and not run.import_errors:
         if found:
             print("\nthe evidence matches a known mistake exactly:")

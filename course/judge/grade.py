@@ -38,7 +38,8 @@ class Grade:
     submission: str
     status: str
     """pass, fail, broken (its module does not import, or nothing ran), timeout, flagged (it reached
-    for the answers or the judge), or missing (no chapter module)."""
+    for the answers or the judge, or tampered with its records), missing (no chapter module), or
+    error (the judge itself failed on it: a bug of the judge's, the problem says where)."""
     passed: int = 0
     total: int = 0
     points: float = 0.0
@@ -70,6 +71,8 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
     if run.flags:
         grade.status, grade.problem = "flagged", "; ".join(dict.fromkeys(run.flags))
         grade.points = 0.0
+    elif run.judge_errors:
+        grade.status, grade.problem = "error", run.judge_errors[0]
     elif run.import_errors:
         grade.status, grade.problem = "broken", import_message(run, inside=student)
     elif run.passed:
@@ -89,25 +92,38 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
 
 def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeout: float, isolate: bool,
               plans: dict, wanted: dict, results: Path | None) -> Grade:
+    """One submission's row. Whatever goes wrong in the judge on it is its row (status `error`), never
+    the end of the grade: the other submissions' rows and the table are still written."""
     if not (folder / f"{chapter.module}.py").is_file():
         # Without the module, carry-forward would quietly grade the reference.
         return Grade(folder.name, "missing", problem=f"no {chapter.module}.py in the folder")
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as work:
+    with tempfile.TemporaryDirectory(prefix="course-grade-", ignore_cleanup_errors=True) as work:
         token = secrets.token_hex(8)
-        sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
+        try:
+            sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
+        except Exception as error:
+            return Grade(folder.name, "error", problem=f"the judge could not prepare its sandbox: {_said(error)}")
         try:
             run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
                                 prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted)
+            grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation)
+            report = None
+            if results is not None:
+                report = results_json(chapter, run, str(folder), False, root, [])
+                report.update({"submission": folder.name, "gradeStatus": grade.status, "points": grade.points,
+                               "maxPoints": grade.max_points, "sections": grade.sections})
+        except Exception as error:
+            return Grade(folder.name, "error", problem=f"the judge failed on its records: {_said(error)}")
         finally:
             processes.end_marked(MARK, token)  # whatever it started and left behind
-    grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation)
-    if results is not None:
-        report = results_json(chapter, run, str(folder), False, root, [])
-        report.update({"submission": folder.name, "gradeStatus": grade.status, "points": grade.points,
-                       "maxPoints": grade.max_points, "sections": grade.sections})
+    if report is not None:
         (results / f"{folder.name}.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n",
                                                      encoding="utf-8")
     return grade
+
+
+def _said(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error)[:300]}"
 
 
 def shard_of(folders: list[Path], shard: str | None) -> list[Path]:

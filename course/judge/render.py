@@ -75,13 +75,23 @@ RENDERERS = {"loop-run": render_loop_run, "raised": render_raised, "timed out": 
              "crashed": render_stopped}
 
 
+def _shown(value: Any) -> str:
+    """A JSON value as JSON, cut at 500 characters (a value nested too deep to show says so)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)[:500]
+    except (ValueError, RecursionError):
+        return f"a {type(value).__name__} nested too deep to show"
+
+
 def render_record(record: Any) -> str:
     """A record in the chapter's notation; never raises."""
     if isinstance(record, str):
         return record
     if not isinstance(record, dict):
-        return f"## record\nnot a record: {json.dumps(record, ensure_ascii=False)[:500]}\n"
+        return f"## record\nnot a record: {_shown(record)}\n"
     kind = record.get("kind")
+    if kind is not None and not isinstance(kind, str):  # (a list or an object is no key to look up)
+        return f"## record\nunknown kind of record: {_shown(kind)}\n"
     render = RENDERERS.get(kind)
     if render is None:
         from course.judge import scenarios

@@ -39,6 +39,8 @@ RESTARTS = 6
 """How many times a run is started again after a scenario that hung."""
 RECORD_LIMIT = 64 * 2**20
 """Bytes of records read at the most: a submission that writes more is cut off there."""
+FLAGS = 10
+"""Different flags kept per run at the most (a submission may write a million)."""
 
 
 @dataclass
@@ -93,11 +95,18 @@ class ChapterRun:
     """The whole run was stopped at its wall-time bound."""
     importing: str | None = None
     """The module the child was importing when its records stopped (it ended the process)."""
+    judge_errors: list[str] = field(default_factory=list)
+    """Where the judge itself failed on the records (a bug of the judge's): nothing here is a verdict."""
 
     @property
     def passed(self) -> bool:
         return bool(self.verdicts) and all(v.passed for v in self.verdicts) and not (
-            self.import_errors or self.collection_errors or self.flags)
+            self.import_errors or self.collection_errors or self.flags or self.judge_errors)
+
+    def flag(self, what: str) -> None:
+        """Record what the submission did that a recorder never does (once each, FLAGS at the most)."""
+        if what not in self.flags and len(self.flags) < FLAGS:
+            self.flags.append(what)
 
     @property
     def timed_out(self) -> bool:
@@ -330,6 +339,25 @@ def judge_chapter(
         if on_verdict is not None:
             on_verdict(verdict)
 
+    def refuse(name: str, problem: str) -> None:
+        """The scenario is an error: its records cannot be judged (`problem` says why)."""
+        exp = by_name[name]
+        verdicts[name] = Verdict(name, chapter.test_file, "error", exp.section, exp.purpose, problem=problem)
+        if on_verdict is not None:
+            on_verdict(verdicts[name])
+
+    def take(line: dict, current: str | None) -> str | None:
+        try:
+            return received.take(line, run, by_name, plans, verdicts, decide, refuse, current)
+        except Exception as error:  # a bug of the judge's: the line's scenario (or the run) is not judged
+            problem = f"the judge failed on its records: {type(error).__name__}: {str(error)[:300]}"
+            if problem not in run.judge_errors:
+                run.judge_errors.append(problem)
+            name = line.get("scenario")
+            if isinstance(name, str) and name in by_name and name not in verdicts:
+                refuse(name, problem)
+            return current
+
     with tempfile.TemporaryDirectory(prefix="course-judge-") as scratch_name:
         scratch = Path(scratch_name)
         plans_file = scratch / "plans.json"
@@ -346,7 +374,7 @@ def judge_chapter(
             try:
                 reader = _Records(child.record or record)
             except OSError as error:
-                run.flags.append(f"left something where its next record file was to be made ({error.strerror})")
+                run.flag(f"left something where its next record file was to be made ({error.strerror})")
                 break
             hung = False
             output = os.open(scratch / f"output-{attempt}.txt",
@@ -365,7 +393,7 @@ def judge_chapter(
                         if lines:
                             last = time.monotonic()
                         for line in lines:
-                            current = received.take(line, run, by_name, verdicts, decide, current)
+                            current = take(line, current)
                         if finished:
                             break
                         now = time.monotonic()
@@ -378,8 +406,8 @@ def judge_chapter(
                         time.sleep(0.02)
                 finally:
                     _end(process)
-                if reader.tampered and reader.tampered not in run.flags:
-                    run.flags.append(reader.tampered)
+                if reader.tampered:
+                    run.flag(reader.tampered)
                 size = os.fstat(output).st_size  # read where the judge wrote it: the path may lead elsewhere now
                 run.output_tail = os.pread(output, 4000, max(0, size - 4000)).decode("utf-8", "replace")
             finally:
@@ -438,37 +466,141 @@ class _Received:
     order: list[str] = field(default_factory=list)
     """The scenarios in the order they started."""
 
-    def take(self, line: dict, run: ChapterRun, by_name: dict, verdicts: dict, decide, current: str | None):
-        """File one record line; decide a scenario when its end arrives. Returns the scenario running now."""
-        if "importError" in line and isinstance(line["importError"], dict):
+    def take(self, line: dict, run: ChapterRun, by_name: dict, plans: dict, verdicts: dict, decide, refuse,
+             current: str | None) -> str | None:
+        """File one record line; decide a scenario when its end arrives. Returns the scenario running now.
+
+        A line of a shape the recorder never writes is not evidence: in a scenario's lines it makes the
+        scenario an error, saying so; outside any scenario it flags the run (the recorder did not
+        write it, so the submission wrote into its own record)."""
+        problem = malformed(line)
+        name = line.get("scenario")
+        if "scenario" in line and isinstance(name, str):
+            if name not in by_name or name in verdicts:
+                return current  # not one of the judged scenarios, or already decided
+            expected = by_name[name]
+            if problem is None and "plan" in line and not expected.generated:
+                problem = "a plan line in a scenario without plans"
+            elif problem is None and "snapshot" in line and expected.generated:
+                problem = "a snapshot line in a scenario of generated plans"
+            elif problem is None and "plan" in line and line["plan"] >= len(plans[expected.generated]):
+                problem = f"plan {line['plan']} is not one of the section's {len(plans[expected.generated])} plans"
+            if problem is not None:
+                refuse(name, f"malformed record line: {problem}")
+                return None if current == name else current
+            if "snapshot" in line:
+                self.snapshots.setdefault(name, []).append(line["record"])
+            elif "plan" in line:
+                if line.get("event") == "start":
+                    self.plan_starts.setdefault(name, set()).add(line["plan"])
+                else:
+                    self.plan_records.setdefault(name, {})[line["plan"]] = line["record"]
+            elif line["event"] == "start":
+                if name not in self.order:
+                    self.order.append(name)
+                return name
+            else:  # its end
+                self.ends[name] = line
+                decide(name)
+                return None
+            return current
+        if problem is not None:
+            run.flag(f"wrote a record line the recorder never writes: {problem}")
+        elif "importError" in line:
             run.import_errors.append(line["importError"])
-        elif "collectionError" in line and isinstance(line["collectionError"], dict):
+        elif "collectionError" in line:
             run.collection_errors.append(line["collectionError"])
         elif "flag" in line:
-            run.flags.append(str(line["flag"])[:300])
-        elif line.get("event") == "importing":
-            run.importing = str(line.get("module"))
-        elif line.get("event") == "imported":
+            run.flag(line["flag"][:300])
+        elif line["event"] == "importing":
+            run.importing = line["module"]
+        elif line["event"] == "imported":
             run.importing = None
-        name = line.get("scenario")
-        if not isinstance(name, str) or name not in by_name or name in verdicts:
-            return current
-        if "snapshot" in line:
-            self.snapshots.setdefault(name, []).append(line.get("record"))
-        elif "plan" in line and isinstance(line["plan"], int):
-            if line.get("event") == "start":
-                self.plan_starts.setdefault(name, set()).add(line["plan"])
-            else:
-                self.plan_records.setdefault(name, {})[line["plan"]] = line.get("record")
-        elif line.get("event") == "start":
-            if name not in self.order:
-                self.order.append(name)
-            return name
-        elif line.get("event") == "end":
-            self.ends[name] = line
-            decide(name)
-            return None
         return current
+
+
+def _brief(value: object) -> str:
+    """A JSON value in a few words, for a message (never the whole of it: it may be huge or deep)."""
+    if isinstance(value, str):
+        return repr(value[:40] + ("…" if len(value) > 40 else ""))
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _check(where: str, value: dict, key: str, kinds: tuple, wanted: str, required: bool = False) -> str | None:
+    """Why `value[key]` is not one of `kinds` (None in `kinds`: null allowed), or None."""
+    if key not in value:
+        return f"{where} has no {key!r}" if required else None
+    item = value[key]
+    if (item is None and None in kinds) or any(kind is not None and isinstance(item, kind) and
+                                               not (kind is int and isinstance(item, bool)) for kind in kinds):
+        return None
+    return f"{where}'s {key!r} is {_brief(item)}, not {wanted}"
+
+
+def _count(where: str, value: dict, key: str, required: bool = False) -> str | None:
+    """Why `value[key]` is not a count (a whole number, 0 or more), or None."""
+    return _check(where, value, key, (int,), "a count", required) or (
+        f"{where}'s {key!r} is {value[key]}, not a count" if key in value and value[key] < 0 else None)
+
+
+def _texts(where: str, value: dict, key: str) -> str | None:
+    """Why `value[key]` is not a list of strings (when present), or None."""
+    if key not in value:
+        return None
+    if not isinstance(value[key], list):
+        return f"{where}'s {key!r} is {_brief(value[key])}, not a list of texts"
+    odd = next((item for item in value[key] if not isinstance(item, str)), "")
+    return None if isinstance(odd, str) else f"{where}'s {key!r} holds {_brief(odd)}, not only texts"
+
+
+def malformed(line: dict) -> str | None:
+    """Why a record line is not of a shape the recorder writes (see course.recorder.pytest_plugin), in
+    words; None if it is one. Shapes only: whether its evidence is true is for the judge to decide."""
+    if "scenario" in line:
+        if not isinstance(line["scenario"], str):
+            return f"a line's 'scenario' is {_brief(line['scenario'])}, not a name"
+        if "snapshot" in line:
+            return _count("a snapshot line", line, "snapshot") or (
+                None if "record" in line else "a snapshot line has no 'record'")
+        if "plan" in line:
+            if line.get("event") not in (None, "start"):
+                return f"a plan line's 'event' is {_brief(line.get('event'))}, not 'start'"
+            return _count("a plan line", line, "plan") or (
+                None if "record" in line or line.get("event") == "start" else "a plan line has no 'record'")
+        if line.get("event") == "start":
+            return None
+        if line.get("event") == "end":
+            where = "an end line"
+            if line.get("outcome") not in ("passed", "failed", "skipped"):
+                return f"{where}'s 'outcome' is {_brief(line.get('outcome'))}, not passed, failed or skipped"
+            return (_check(where, line, "phase", (str,), "a phase") or _check(where, line, "problem", (str, None), "a text")
+                    or _check(where, line, "where", (str, None), "a path and line") or _texts(where, line, "output")
+                    or _count(where, line, "outputLines"))
+        return "a scenario line that is no start, snapshot, plan or end"
+    if "importError" in line:
+        error, where = line["importError"], "importError"
+        if not isinstance(error, dict):
+            return f"importError is {_brief(error)}, not an object"
+        return (_check(where, error, "module", (str,), "a module name", True)
+                or _check(where, error, "file", (str, None), "a path")
+                or _check(where, error, "line", (int, None), "a line number")
+                or _check(where, error, "problem", (str,), "a text", True)
+                or _check(where, error, "text", (str, None), "a text") or _texts(where, error, "missing"))
+    if "collectionError" in line:
+        error, where = line["collectionError"], "collectionError"
+        if not isinstance(error, dict):
+            return f"collectionError is {_brief(error)}, not an object"
+        return _check(where, error, "where", (str,), "a test id", True) or \
+            _check(where, error, "problem", (str,), "a text", True)
+    if "flag" in line:
+        return _check("a flag line", line, "flag", (str,), "a text")
+    if line.get("event") in ("importing", "imported"):
+        return _check(f"an {line['event']} line", line, "module", (str,), "a module name", True)
+    if line.get("event") == "finished":
+        return None
+    return f"a line of no kind the recorder writes (keys: {', '.join(repr(k[:20]) for k in list(line)[:5]) or 'none'})"
 
 
 def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float,
@@ -477,7 +609,7 @@ def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chap
         f"did not finish within {timeout:g} s: stopped, and the other scenarios ran on"
     verdict = Verdict(expected.scenario, chapter.test_file, "timeout", expected.section, expected.purpose,
                       problem=problem)
-    if expected.generated and started:
+    if expected.generated and started and max(started) < len(plans):
         index = max(started)
         verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(chapter.module, plans[index])
     return verdict
