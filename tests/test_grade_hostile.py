@@ -630,7 +630,7 @@ def test_texts_from_submissions_are_printed_escaped_and_written_as_they_are(grad
     lines = printed.splitlines()
     (spoof,) = [line for line in lines if line.startswith("spoof ")]
     assert spoof.split()[1] == "flagged" and "\\r\\x1b[2Kspoof" in spoof
-    assert any(line.startswith("\\x1b[31mred\\x1b[0m\\r ") for line in lines), printed
+    assert any(line.startswith("\\x1b[31mred\\x1b[0m\\r~") for line in lines), printed  # (escaped: then a hash)
     assert all(len(line) < 400 for line in lines)
     rows = grades.table("spoof")
     assert rows["spoof"]["problem"] == SPOOF and "\x1b[31mred\x1b[0m\r" in rows

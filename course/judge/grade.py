@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import secrets
@@ -27,8 +28,15 @@ from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
 from course.judge.sandbox import MARK, Sandbox, bubblewrap
 from course.judge.session import ChapterRun, judge_chapter
+from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
 from course.manifest import Chapter, find_chapter
+
+
+NAME_LENGTH = 60
+"""Characters of a submission's name shown in the table (and in its results file's name) at the most."""
+NAME_BYTES = 200
+"""Bytes of UTF-8 a results file's name may take (a file name may take 255)."""
 
 
 @dataclass
@@ -187,16 +195,31 @@ def grade(args: argparse.Namespace) -> int:
     return finish(chapter, grades, args)
 
 
+def short_name(name: str) -> str:
+    """A submission's name as the table shows it (and its results file is named): the name itself when
+    it is printable and short (NAME_LENGTH characters, NAME_BYTES bytes of UTF-8 at the most); else its
+    first characters, control characters escaped, then `~` and the first 8 hex digits of the name's
+    SHA-256 (so that two long names never share a results file)."""
+    if name.isprintable() and len(name) <= NAME_LENGTH and len(name.encode("utf-8", "surrogateescape")) <= NAME_BYTES:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{printable(name)[:NAME_LENGTH - 20]}~{digest}"
+
+
 def finish(chapter: Chapter, grades: list[Grade], args: argparse.Namespace) -> int:
     grades.sort(key=lambda g: g.submission)
     names = list(dict.fromkeys(name for g in grades for name in g.scenarios))
     outputs = [out for out in (args.out, args.json) if out]
     for out in outputs:
         write_table(chapter, grades, names, out, as_json=out == args.json or out.endswith(".json"))
-    width = max(24, *(len(g.submission) + 1 for g in grades))
+    # A submission's name and problem are its own text: escaped, so that no control character in them
+    # rewrites the table on a terminal; the files written above hold them as they are.
+    names = {g.submission: short_name(g.submission) for g in grades}
+    width = max(24, *(len(name) + 1 for name in names.values()))
     for g in grades:
         points = f"{g.points:g}/{g.max_points:g}" if g.max_points else ""
-        print(f"{g.submission:<{width}} {g.status:<8} {g.passed:>3}/{g.total:<3} {points:>9}  {g.problem}")
+        print(f"{names[g.submission]:<{width}} {g.status:<8} {g.passed:>3}/{g.total:<3} {points:>9}  "
+              f"{printable(g.problem, PROBLEM_LENGTH)}")
     if outputs:
         print(f"\nwrote {', '.join(outputs)}")
     return 0
