@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import secrets
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -125,8 +126,12 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         finally:
             processes.end_marked(MARK, token)  # whatever it started and left behind
     if report is not None:
-        (results / f"{folder.name}.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n",
-                                                     encoding="utf-8")
+        # Named as the table shows the submission (a long name is cut and hashed); "submission" in it is the name.
+        path = results / f"{short_name(folder.name)}.json"
+        try:
+            path.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        except OSError as error:
+            print(f"course grade: could not write {printable(path)}: {error.strerror}", file=sys.stderr)
     return grade
 
 
@@ -267,7 +272,8 @@ def register(commands) -> None:
     parser.add_argument("words", nargs="+", metavar="NN SUBMISSIONS_DIR | merge PART.json ...")
     parser.add_argument("--out", metavar="FILE", help="write the table to FILE (CSV; JSON if FILE ends in .json)")
     parser.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE (what `grade merge` reads)")
-    parser.add_argument("--results", metavar="DIR", help="write each submission's results (per scenario) to DIR/NAME.json")
+    parser.add_argument("--results", metavar="DIR", help="write each submission's results (per scenario) to DIR/NAME.json "
+                        "(a long or unprintable NAME shortened as the table shows it)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission in all (default 60)")
     parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds per scenario (default 10)")
     parser.add_argument("--seed", type=int, default=None, help="add generated plans drawn from this secret seed")
