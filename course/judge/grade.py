@@ -172,9 +172,10 @@ def grade(args: argparse.Namespace) -> int:
     if isolate and bubblewrap() is None:
         print("course grade: bubblewrap (bwrap) is not installed: each submission runs in a throwaway copy with "
               "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
-    # The plans and the reference's runs of them come from the disk cache only when no submission could
-    # have written there (each one sandboxed by bubblewrap); else they are computed here, once.
-    differential.disk_cache = isolate and bubblewrap() is not None
+    # The plans and the reference's runs of them are computed here, once per grade, in memory, and shared
+    # by every submission: never read from the disk cache, which any student code `course check` ran
+    # (without a sandbox, as this user) could have rewritten. (Half a second for chapter 07's.)
+    differential.disk_cache = False
     seeds = [None] if args.seed is None else [None, args.seed]
     expected = [e for e in expected_scenarios(chapter, root) if e.generated]
     plans = {e.generated: [p for s in seeds for p in differential.draw_plans(chapter.module, e.generated, seed=s)]
