@@ -552,7 +552,7 @@ class ZombieWatch:
                         state, ppid = text[text.rfind(")") + 2:].split()[:2]
                         zombies += state == "Z" and int(ppid) == self.pid
             self.most = max(self.most, zombies)
-            time.sleep(0.1)
+            time.sleep(0.05)
 
     def result(self) -> int:
         self.thread.join()
@@ -647,8 +647,8 @@ def test_every_submission_gets_a_results_file_however_long_its_name(grades):
 
 @needs_bubblewrap
 def test_no_sandbox_is_left_a_zombie(grades):
-    grades.result("spoof")
-    assert grades.zombies.result() < 2  # one at most, between a submission's end and its reaping
+    grades.result("spoof")  # four submissions, one at a time: each left a bwrap zombie until the grade ended
+    assert grades.zombies.result() <= 2  # one submission's two bwrap processes, between its end and their reaping
 
 
 def test_a_daemon_without_the_judges_mark_ends_with_its_submission(grades):

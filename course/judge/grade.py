@@ -125,6 +125,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
             return Grade(folder.name, "error", problem=f"the judge failed on its records: {_said(error)}")
         finally:
             processes.end_marked(MARK, token)  # whatever it started and left behind
+            processes.end_orphans()  # and what left its parents, the judge's mark and its session behind
     if report is not None:
         # Named as the table shows the submission (a long name is cut and hashed); "submission" in it is the name.
         path = results / f"{short_name(folder.name)}.json"

@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import shlex
-import signal
 import stat
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.judge import differential
+from course.judge import differential, processes
 from course.judge.index import Expected, expected_scenarios
 from course.judge.render import render_record
 from course.judge.testrun import child_environment, shown
@@ -380,9 +379,11 @@ def judge_chapter(
             output = os.open(scratch / f"output-{attempt}.txt",
                              os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
-                process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
-                                           stdout=output, stderr=subprocess.STDOUT, process_group=0,
-                                           preexec_fn=child.preexec)
+                with processes.starting():
+                    process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
+                                               stdout=output, stderr=subprocess.STDOUT, process_group=0,
+                                               preexec_fn=child.preexec)
+                    processes.adopt(process.pid)
                 try:
                     for section in plans:  # the reference's runs, while the child works
                         reference_runs(section)
@@ -405,7 +406,7 @@ def judge_chapter(
                             break
                         time.sleep(0.02)
                 finally:
-                    _end(process)
+                    processes.end_tree(process)
                 if reader.tampered:
                     run.flag(reader.tampered)
                 size = os.fstat(output).st_size  # read where the judge wrote it: the path may lead elsewhere now
@@ -622,15 +623,6 @@ def _module_file(implementation: str | None, module: str) -> str | None:
 def shown_where(where: str) -> str:
     path, _, line = where.rpartition(":")
     return f"{shown(path)}:{line}"
-
-
-def _end(process: subprocess.Popen) -> None:
-    """End the child and everything in its process group, and reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
 
 
 def rerun_command(verdict: Verdict, implementation: str | None, chain: bool, root: Path) -> str:
