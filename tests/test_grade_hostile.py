@@ -440,6 +440,11 @@ except NameError:
                         _FILLED[_folder] += 1
             except OSError:
                 break
+        for _n in range(4):  # (room again for pytest's own temporary files)
+            try:
+                _os.unlink(_os.path.join(_folder, f"fill{_n}"))
+            except OSError:
+                pass
 print("EVIDENCE MiB written:", sum(_FILLED.values()))
 '''
     for name, source in {
@@ -680,7 +685,7 @@ def test_a_module_that_is_a_link_is_reported_as_one(grades):
 @needs_bubblewrap
 def test_the_sandbox_bounds_what_it_writes_in_its_tmp_and_home(grades):
     rows = grades.table("tampered")
-    assert rows["fills_disk"]["status"] == "fail"
     output = "\n".join(test["output"] or "" for test in results_of(grades, "tampered", "fills_disk")["tests"])
     written = [int(line.rsplit(" ", 1)[1]) for line in output.splitlines() if "EVIDENCE MiB written:" in line]
-    assert written and max(written) * 2**20 <= sandbox.HOME_SIZE + sandbox.TMP_SIZE, written
+    assert written and max(written) * 2**20 <= sandbox.HOME_SIZE + sandbox.TMP_SIZE, written  # was 480 MiB
+    assert rows["fills_disk"]["status"] == "fail"  # (its wrong loop's five scenarios), not a timeout

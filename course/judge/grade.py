@@ -27,7 +27,7 @@ from pathlib import Path
 from course.judge import differential, processes
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
-from course.judge.sandbox import MARK, Sandbox, bubblewrap
+from course.judge.sandbox import MARK, Sandbox, bubblewrap, knows_size
 from course.judge.session import ChapterRun, judge_chapter
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
@@ -173,6 +173,9 @@ def grade(args: argparse.Namespace) -> int:
     if isolate and bubblewrap() is None:
         print("course grade: bubblewrap (bwrap) is not installed: each submission runs in a throwaway copy with "
               "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
+    elif isolate and not knows_size(bubblewrap()):
+        print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private /tmp "
+              "and HOME are not bounded in size")
     # The plans and the reference's runs of them are computed here, once per grade, in memory, and shared
     # by every submission: never read from the disk cache, which any student code `course check` ran
     # (without a sandbox, as this user) could have rewritten. (Half a second for chapter 07's.)
