@@ -103,7 +103,12 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
               plans: dict, wanted: dict, results: Path | None) -> Grade:
     """One submission's row. Whatever goes wrong in the judge on it is its row (status `error`), never
     the end of the grade: the other submissions' rows and the table are still written."""
-    if not (folder / f"{chapter.module}.py").is_file():
+    module = folder / f"{chapter.module}.py"
+    for link, what in ((folder, "the submission's folder"), (module, module.name)):
+        if link.is_symlink():  # (the copy takes no link: it could lead anywhere on this machine)
+            return Grade(folder.name, "missing", problem=f"{what} is a symbolic link (to {_target(link)}), not a "
+                                                          "file handed in: the grade follows no link")
+    if not module.is_file():
         # Without the module, carry-forward would quietly grade the reference.
         return Grade(folder.name, "missing", problem=f"no {chapter.module}.py in the folder")
     with tempfile.TemporaryDirectory(prefix="course-grade-", ignore_cleanup_errors=True) as work:
@@ -134,6 +139,13 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         except OSError as error:
             print(f"course grade: could not write {printable(path)}: {error.strerror}", file=sys.stderr)
     return grade
+
+
+def _target(link: Path) -> str:
+    try:
+        return os.readlink(link)[:200]
+    except OSError as error:
+        return f"somewhere it cannot read: {error.strerror}"
 
 
 def _said(error: BaseException) -> str:
