@@ -601,7 +601,9 @@ def malformed(line: dict) -> str | None:
         return _check(f"an {line['event']} line", line, "module", (str,), "a module name", True)
     if line.get("event") == "finished":
         return None
-    return f"a line of no kind the recorder writes (keys: {', '.join(repr(k[:20]) for k in list(line)[:5]) or 'none'})"
+    if not line:
+        return "an empty object, no kind of line"
+    return f"an object with {', '.join(repr(key[:20]) for key in list(line)[:5])}, no kind of line"
 
 
 def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float,
