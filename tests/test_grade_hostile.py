@@ -6,6 +6,11 @@ The grade must pass the honest one and no cheating one; leave the checkout, its 
 other submissions as they were; leave no process running; let nothing be written outside the
 sandbox; keep the grader's secrets from the submissions; and end (a wait bounded generously, not a
 timed assertion). `--seed` and `--shard` are tested here too.
+
+Further grades (and one `course check`) take submissions hostile to the judge itself: links and
+FIFOs planted where the judge reads or writes, record lines of shapes the recorder never writes,
+forged records, control characters in what is printed, names too long for a file, a poisoned
+disk cache, daemons that wipe the judge's mark, and a sandbox's /tmp and HOME filled.
 """
 
 import contextlib
