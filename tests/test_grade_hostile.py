@@ -6,9 +6,15 @@ The grade must pass the honest one and no cheating one; leave the checkout, its 
 other submissions as they were; leave no process running; let nothing be written outside the
 sandbox; keep the grader's secrets from the submissions; and end (a wait bounded generously, not a
 timed assertion). `--seed` and `--shard` are tested here too.
+
+Further grades (and one `course check`) take submissions hostile to the judge itself: links and
+FIFOs planted where the judge reads or writes, record lines of shapes the recorder never writes,
+forged records, control characters in what is printed, names too long for a file, a poisoned
+disk cache, daemons that wipe the judge's mark, and a sandbox's /tmp and HOME filled.
 """
 
 import contextlib
+import csv
 import hashlib
 import json
 import os
@@ -16,11 +22,15 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from course.judge import differential, mutants
+from course.judge import differential, mutants, starter
+from course.judge.index import expected_scenarios
+from course.judge import sandbox
 from course.judge.sandbox import bubblewrap
 from course.manifest import find_chapter
 from processes import running_with
@@ -146,7 +156,10 @@ class Grades:
         for name, source in (("ana", REFERENCE), ("ben", WRONG), ("cy", "def run_agent_loop(options:\n")):
             write(self.sharded / name, source)
         (self.sharded / "eve").mkdir()
+        self.judged = judged_submissions(workspace)
+        self.cache = poisoned_cache(workspace / "poisoned-cache")
         env = {**os.environ, "TINY_PI_TEST_SECRET": SECRET, "OPENAI_API_KEY": SECRET}
+        judged = [str(self.judged[name]) for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned")]
         self.children: dict[str, subprocess.Popen] = {}
         for name, args in {
             "hostile": ["07", str(self.hostile), "--timeout", "120", "--scenario-timeout", "8", "--jobs", "2",
@@ -156,18 +169,41 @@ class Grades:
             "whole": ["07", str(self.sharded), "--json", "whole.json"],
             "shard1": ["07", str(self.sharded), "--shard", "1/2", "--json", "shard1.json"],
             "shard2": ["07", str(self.sharded), "--shard", "2/2", "--json", "shard2.json"],
+            # Submissions hostile to the judge itself (results under results/: the checkout's digest skips it).
+            "malformed": ["07", judged[0], "--scenario-timeout", "2", "--timeout", "60", "--jobs", "2",
+                          "--json", "malformed.json", "--results", "results/malformed"],
+            "tampered": ["07", judged[1], "--scenario-timeout", "2", "--timeout", "60", "--jobs", "2",
+                         "--json", "tampered.json", "--results", "results/tampered"],
+            "fifo": ["07", judged[2], "--scenario-timeout", "2", "--timeout", "60", "--json", "fifo.json"],
+            "spoof": ["07", judged[3], "--jobs", "1", "--json", "spoof.json", "--out", "results/spoof.csv",
+                      "--results", "results/spoof"],
+            "daemon": ["07", judged[4], "--no-sandbox", "--jobs", "1", "--json", "daemon.json"],
+            "poisoned": ["07", judged[5], "--json", "poisoned.json"],
         }.items():
-            with (workspace / f"{name}.out").open("w") as out:
-                self.children[name] = subprocess.Popen(
-                    [sys.executable, "-m", "course", "grade", *args], cwd=self.course, env=env, stdout=out,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0)
+            self.start(name, ["-m", "course", "grade", *args],
+                       {**env, differential.CACHE_ENV: str(self.cache)} if name == "poisoned" else env)
+        self.start("check_malformed", ["-m", "course", "check", "07", "--impl", str(self.judged["check"]),
+                                       "--json", "results/check.json"], env)
+        self.start("judge_fails", ["-c", JUDGE_FAILS_ON_BOOM, "07", str(self.judged["boom"]), "--jobs", "1",
+                                   "--json", "judge_fails.json"], env)
+        self.zombies = ZombieWatch(self.children["spoof"].pid)
 
-    def result(self, name: str) -> tuple[int, str]:
-        code = self.children[name].wait(timeout=600)
-        return code, (self.workspace / f"{name}.out").read_text(encoding="utf-8")
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        with (self.workspace / f"{name}.out").open("w") as out, (self.workspace / f"{name}.err").open("w") as err:
+            self.children[name] = subprocess.Popen([sys.executable, *args], cwd=self.course, env=env, stdout=out,
+                                                   stderr=err, stdin=subprocess.DEVNULL, process_group=0)
 
-    def table(self, name: str) -> dict[str, dict]:
-        self.result(name)
+    def result(self, name: str, wait: float = 600) -> tuple[int, str]:
+        """The command's exit code, and what it printed (stdout, then stderr)."""
+        code = self.children[name].wait(timeout=wait)
+        return code, self.printed(name) + (self.workspace / f"{name}.err").read_text(encoding="utf-8")
+
+    def printed(self, name: str) -> str:
+        """What the command printed on stdout (the table), not its progress bar."""
+        return (self.workspace / f"{name}.out").read_text(encoding="utf-8", errors="surrogateescape")
+
+    def table(self, name: str, wait: float = 600) -> dict[str, dict]:
+        self.result(name, wait)
         data = json.loads((self.course / f"{name}.json").read_text(encoding="utf-8"))
         return {row["submission"]: row for row in data["grades"]}
 
@@ -289,3 +325,372 @@ def test_sharded_grading_merges_into_the_same_table(grades):
     rows = json.loads((grades.course / "merged.json").read_text(encoding="utf-8"))["grades"]
     assert {row["submission"]: row for row in rows} == whole
     assert sorted(grades.table("shard1")) == ["ana", "cy"] and sorted(grades.table("shard2")) == ["ben", "eve"]
+
+
+# --- Submissions hostile to the judge itself: its files, its records, its terminal, its cache, its processes.
+
+STUB = starter.starter_source(LOOP)
+FIXED = {e.scenario: [p.read_text(encoding="utf-8") for p in e.snapshots]
+         for e in expected_scenarios(LOOP, ROOT) if not e.generated}
+"""Every fixed scenario's published snapshots, by scenario: what a forger can copy."""
+FIRST = "TestPureStop::test_pure_stop"
+# Writes lines into the submission's own record file: its path is on the recorder's command line.
+FORGE = r'''
+import json as _json, sys as _sys
+def _course_arg(prefix):
+    return next(a.split("=", 1)[1] for a in _sys.argv if a.startswith(prefix))
+def _forge(*lines):
+    with open(_course_arg("--course-record="), "a", encoding="utf-8") as _file:
+        for _line in lines:
+            _file.write((_line if isinstance(_line, str) else _json.dumps(_line)) + "\n")
+'''
+# In the loop: the first run in a record directory calls `_before_hanging()`, then hangs where the
+# scenario's time limit cannot stop it (SIGALRM blocked): the judge must start the child again without it.
+HANG_ONCE = r'''
+import os as _os, signal as _signal, time as _time
+_marker = _os.path.join(_os.path.dirname(_course_arg("--course-record=")), "hung-once")
+if not _os.path.exists(_marker):
+    open(_marker, "w").close()
+    _before_hanging()
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGALRM})
+    _time.sleep(1000)
+'''
+LOOP_HEAD = "async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:\n"
+SPOOF = "\r\x1b[2Kspoof                    pass      28/28      10/10  \x1b[8m"
+"""A text that, printed raw on a terminal, rewrites its own row into a pass and hides what follows."""
+DAEMON = f"daemon-{MARK}"
+"""In the command line of the daemon a submission leaves behind (unsandboxed)."""
+JUDGE_FAILS_ON_BOOM = r'''
+import sys
+from course.judge import cli, grade
+real = grade.grade_of
+def grade_of(name, *args, **kwargs):
+    if name == "boom":
+        raise TypeError("a bug of the judge, on this submission only")
+    return real(name, *args, **kwargs)
+grade.grade_of = grade_of
+sys.exit(cli.main(["grade", *sys.argv[1:]]))
+'''
+
+
+def in_the_loop(source: str, code: str) -> str:
+    """`source` with `code` run first in every call of run_agent_loop."""
+    assert source.count(LOOP_HEAD) == 1
+    return source.replace(LOOP_HEAD, LOOP_HEAD + "".join(f"    {line}\n" for line in code.strip("\n").splitlines()), 1)
+
+
+def forging(source: str, *lines) -> str:
+    """`source` that writes `lines` into its record file when imported (before any scenario runs)."""
+    return source + FORGE + f"\n_forge(*{lines!r})\n"
+
+
+def judged_submissions(workspace: Path) -> dict[str, Path]:
+    """Folders of submissions hostile to the judge (one folder per grade run), and the victim file."""
+    victim = workspace / "victim.txt"
+    victim.write_text("untouched\n", encoding="utf-8")
+    folders = {name: workspace / name for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned",
+                                                   "check", "boom")}
+    forge_a_plan = f"""
+def _before_hanging():
+    import os
+    name = os.environ["PYTEST_CURRENT_TEST"].split("::", 1)[1].rsplit(" ", 1)[0]
+    _forge({{"scenario": name, "plan": 10**9, "event": "start"}})
+"""
+    in_a_generated_scenario = 'import os as _o\nif "test_generated" in _o.environ.get("PYTEST_CURRENT_TEST", ""):\n' + \
+        "".join(f"    {line}\n" for line in HANG_ONCE.strip().splitlines())
+    timeout_end = {"scenario": FIRST, "event": "end", "outcome": "failed",
+                   "problem": "Failed: Timeout (>5.0s) from pytest-timeout."}
+    for name, source in {
+        "honest": REFERENCE,
+        # Each record line below is JSON but not a shape the recorder writes.
+        "kind_unhashable": forging(REFERENCE, {"scenario": FIRST, "snapshot": 0, "record": {"kind": []}}),
+        "where_not_text": forging(REFERENCE, {"scenario": FIRST, "event": "start"},
+                                  {"scenario": FIRST, "snapshot": 0, "record": {"kind": "raised"}},
+                                  {**timeout_end, "where": 5}),
+        "import_file_number": forging(REFERENCE, {"importError": {"module": LOOP.module, "file": 5, "line": None,
+                                                                  "problem": "x"}}),
+        "output_numbers": forging(REFERENCE, {"scenario": FIRST, "event": "start"},
+                                  {"scenario": FIRST, "event": "end", "outcome": "failed", "output": [1, 2]}),
+        "deep_json": forging(REFERENCE, "[" * 100000),
+        # Says a generated scenario started a plan past its plans, then hangs there.
+        "plan_out_of_range": in_the_loop(REFERENCE + FORGE + forge_a_plan, in_a_generated_scenario),
+    }.items():
+        write(folders["malformed"] / name, source)
+
+    replace_plans = f'''
+def _before_hanging():
+    import os
+    plans = _course_arg("--course-plans=")
+    for attempt in (lambda: os.unlink(plans), lambda: os.symlink({str(victim)!r}, plans),
+                    lambda: os.symlink({str(workspace)!r}, os.path.join(os.path.dirname(plans), "x"))):
+        try:
+            attempt()
+        except OSError:
+            pass
+'''
+    fill = '''
+import os as _os
+global _FILLED
+try:
+    _FILLED
+except NameError:
+    _FILLED = {}
+    for _folder in (_os.environ["HOME"], "/tmp"):
+        _FILLED[_folder] = 0
+        for _n in range(4):
+            try:
+                with open(_os.path.join(_folder, f"fill{_n}"), "wb") as _file:
+                    for _k in range(60):
+                        _file.write(bytes(2**20))
+                        _FILLED[_folder] += 1
+            except OSError:
+                break
+        for _n in range(4):  # (room again for pytest's own temporary files)
+            try:
+                _os.unlink(_os.path.join(_folder, f"fill{_n}"))
+            except OSError:
+                pass
+print("EVIDENCE MiB written:", sum(_FILLED.values()))
+'''
+    for name, source in {
+        "honest": REFERENCE,
+        # Replaces its plans file with a link to a file of the grader's, then hangs: the judge restarts it.
+        "plans_to_symlink": in_the_loop(REFERENCE + FORGE + replace_plans, HANG_ONCE),
+        # A stub that writes the published snapshots' text as its records, each scenario ending 'passed'.
+        "forged_snapshots": forging(STUB, *[line for scenario, texts in FIXED.items() for line in (
+            {"scenario": scenario, "event": "start"},
+            *({"scenario": scenario, "snapshot": n, "record": text} for n, text in enumerate(texts)),
+            {"scenario": scenario, "event": "end", "phase": "call", "outcome": "passed"})]),
+        "fills_disk": in_the_loop(WRONG, fill),
+    }.items():
+        write(folders["tampered"] / name, source)
+    (folders["tampered"] / "linked_module").mkdir()
+    (folders["tampered"] / "linked_module" / f"{LOOP.module}.py").symlink_to(ROOT / "checkpoints" / f"{LOOP.module}.py")
+
+    write(folders["fifo"] / "honest", REFERENCE)
+    write(folders["fifo"] / "fifo_record", REFERENCE + FORGE + "\nimport os\nos.unlink(_course_arg('--course-record='))\n"
+                                            "os.mkfifo(_course_arg('--course-record='))\n")
+    write(folders["fifo"] / "record_to_stdin", REFERENCE + FORGE + "\nimport os\nos.unlink(_course_arg('--course-record='))\n"
+                                                "os.symlink('/proc/self/fd/0', _course_arg('--course-record='))\n")
+
+    write(folders["spoof"] / "ana", REFERENCE)
+    write(folders["spoof"] / "spoof", forging(STUB, {"flag": SPOOF}, *[line for scenario in FIXED for line in (
+        {"scenario": scenario, "event": "start"},
+        {"scenario": scenario, "event": "end", "outcome": "failed", "problem": SPOOF})]))
+    write(folders["spoof"] / "\x1b[31mred\x1b[0m\r", WRONG)
+    write(folders["spoof"] / ("M" * 255), WRONG)
+
+    write(folders["daemon"] / "a_daemon", REFERENCE + f'''
+import os as _os, sys as _sys
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:  # a daemon: its own session, its parent gone, its environment (the judge's mark) wiped
+        _os.execve(_sys.executable, [_sys.executable, "-c", "import time; time.sleep(60)", {DAEMON!r}], {{}})
+    _os._exit(0)
+''')
+    write(folders["daemon"] / "b_probe", REFERENCE + f'''
+import os as _os
+_alive = []
+for _pid in _os.listdir("/proc"):
+    try:
+        if _pid.isdigit() and {DAEMON.encode()!r} in open(f"/proc/{{_pid}}/cmdline", "rb").read():
+            _alive.append(_pid)
+    except OSError:
+        pass
+open({str(workspace / "probe.txt")!r}, "w").write(" ".join(_alive) or "none")
+''')
+
+    write(folders["poisoned"] / "honest", REFERENCE)
+    write(folders["poisoned"] / "wrong", WRONG)
+
+    names = list(FIXED)
+    write(folders["check"], forging(
+        REFERENCE,
+        {"scenario": names[0], "snapshot": 0, "record": {"kind": []}},
+        {"scenario": names[1], "event": "start"}, {**timeout_end, "scenario": names[1], "where": 5},
+        {"scenario": names[2], "event": "start"},
+        {"scenario": names[2], "event": "end", "outcome": "failed", "problem": SPOOF, "output": [1, 2]},
+        {"scenario": names[3], "event": "start"},
+        {"scenario": names[3], "event": "end", "outcome": "failed", "problem": SPOOF, "output": [SPOOF]},
+        {"scenario": "test_generated[pure_stop]", "plan": 10**9, "event": "start"},
+        {"importError": {"module": LOOP.module, "file": 5, "line": None, "problem": "x"}},
+        "[" * 100000, {"flag": SPOOF}))
+
+    write(folders["boom"] / "ana", REFERENCE)
+    write(folders["boom"] / "boom", REFERENCE)
+    return {**folders, "victim": victim}
+
+
+def poisoned_cache(directory: Path) -> Path:
+    """The judge's disk cache of the reference's runs of the default plans, every rendering then
+    rewritten, as a submission run by `course check` (which has no sandbox) can rewrite it."""
+    directory.mkdir()
+    before = os.environ.get(differential.CACHE_ENV)
+    os.environ[differential.CACHE_ENV] = str(directory)
+    try:
+        for section in differential.judge_scenarios.for_chapter(LOOP.module).STRATEGIES:
+            differential.expected_renders(LOOP.module, section, differential.draw_plans(LOOP.module, section))
+    finally:
+        if before is None:
+            del os.environ[differential.CACHE_ENV]
+        else:
+            os.environ[differential.CACHE_ENV] = before
+    poisoned = list(directory.glob("renders-*.json"))
+    assert poisoned
+    for path in poisoned:
+        count = len(json.loads(path.read_text(encoding="ascii")))
+        path.write_text(json.dumps(["## poisoned\n"] * count), encoding="ascii")
+    return directory
+
+
+class ZombieWatch:
+    """The most zombie children `pid` had at once, sampled until it ends (or 600 s pass)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.most = pid, 0
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        end = time.monotonic() + 600
+        while time.monotonic() < end and Path(f"/proc/{self.pid}").exists():
+            zombies = 0
+            for entry in Path("/proc").iterdir():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    if entry.name.isdigit():
+                        text = (entry / "stat").read_text()
+                        state, ppid = text[text.rfind(")") + 2:].split()[:2]
+                        zombies += state == "Z" and int(ppid) == self.pid
+            self.most = max(self.most, zombies)
+            time.sleep(0.05)
+
+    def result(self) -> int:
+        self.thread.join()
+        return self.most
+
+
+def results_of(grades: Grades, run: str, submission: str) -> dict:
+    """A submission's --results file, found by the name it holds."""
+    for path in (grades.course / "results" / run).glob("*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data["submission"] == submission:
+            return data
+    raise AssertionError(f"no results file of {submission!r} in results/{run}")
+
+
+def scenario_of(results: dict, scenario: str) -> dict:
+    return next(test for test in results["tests"] if test["name"] == scenario)
+
+
+def test_a_link_planted_in_the_sandbox_never_leads_the_judge_outside(grades):
+    rows = grades.table("tampered")
+    assert grades.judged["victim"].read_text(encoding="utf-8") == "untouched\n"
+    assert rows["honest"]["status"] == "pass", rows["honest"]
+    assert rows["plans_to_symlink"]["status"] != "pass"
+
+
+def test_a_record_file_swapped_for_a_fifo_or_a_link_is_flagged_not_opened(grades):
+    rows = grades.table("fifo", wait=300)  # a judge that opens the FIFO waits for ever
+    assert rows["honest"]["status"] == "pass", rows["honest"]
+    assert (rows["fifo_record"]["status"], rows["record_to_stdin"]["status"]) == ("flagged", "flagged")
+    assert "FIFO" in rows["fifo_record"]["problem"], rows["fifo_record"]
+    assert "symbolic link" in rows["record_to_stdin"]["problem"], rows["record_to_stdin"]
+
+
+def test_malformed_record_lines_are_the_submissions_errors_and_the_table_is_written(grades):
+    code, out = grades.result("malformed")
+    assert code == 0 and "Traceback" not in out, out
+    rows = grades.table("malformed")
+    assert rows["honest"]["status"] == "pass" and rows["deep_json"]["status"] == "pass"  # a line not JSON is no line
+    assert rows["kind_unhashable"]["scenarios"][FIRST] == "failed"
+    for name in ("where_not_text", "output_numbers"):
+        assert rows[name]["status"] == "fail" and rows[name]["scenarios"][FIRST] == "error", rows[name]
+        assert scenario_of(results_of(grades, "malformed", name), FIRST)["problem"].startswith("malformed record line")
+    assert rows["import_file_number"]["status"] == "flagged" and "importError" in rows["import_file_number"]["problem"]
+    (generated,) = [test for test in results_of(grades, "malformed", "plan_out_of_range")["tests"]
+                    if test["status"] != "passed"]
+    assert generated["name"].startswith("test_generated[") and "plan 1000000000" in generated["problem"], generated
+    assert generated["status"] == "error" and rows["plan_out_of_range"]["status"] == "fail"
+
+
+def test_a_judge_failure_on_one_submission_is_its_row_not_the_end_of_the_grade(grades):
+    code, out = grades.result("judge_fails")
+    assert code == 0, out
+    rows = grades.table("judge_fails")
+    assert rows["ana"]["status"] == "pass"
+    assert rows["boom"]["status"] == "error"
+    assert rows["boom"]["problem"] == "the judge failed on its records: TypeError: a bug of the judge, on this " \
+                                      "submission only"
+
+
+def test_check_prints_a_verdict_whatever_the_records_hold(grades):
+    code, out = grades.result("check_malformed")
+    assert code == 1 and "Traceback" not in out, out
+    printed = grades.printed("check_malformed")
+    assert "scenarios pass — chapter 07 fails" in printed and "flagged: " in printed
+    assert "\x1b" not in printed and "\r" not in printed and "\\x1b[2K" in printed
+    assert json.loads((grades.course / "results" / "check.json").read_text(encoding="utf-8"))["status"] == "fail"
+
+
+def test_texts_from_submissions_are_printed_escaped_and_written_as_they_are(grades):
+    code, out = grades.result("spoof")
+    assert code == 0, out
+    printed = grades.printed("spoof")
+    assert "\x1b" not in printed and "\r" not in printed, printed
+    lines = printed.splitlines()
+    (spoof,) = [line for line in lines if line.startswith("spoof ")]
+    assert spoof.split()[1] == "flagged" and "\\r\\x1b[2Kspoof" in spoof
+    assert any(line.startswith("\\x1b[31mred\\x1b[0m\\r~") for line in lines), printed  # (escaped: then a hash)
+    assert all(len(line) < 400 for line in lines)
+    rows = grades.table("spoof")
+    assert rows["spoof"]["problem"] == SPOOF and "\x1b[31mred\x1b[0m\r" in rows
+    with (grades.course / "results" / "spoof.csv").open(encoding="utf-8", newline="") as table:
+        assert {row["submission"]: row["problem"] for row in csv.DictReader(table)}["spoof"] == SPOOF
+
+
+def test_every_submission_gets_a_results_file_however_long_its_name(grades):
+    rows = grades.table("spoof")
+    files = list((grades.course / "results" / "spoof").glob("*.json"))
+    assert len(files) == len(rows) == 4 and all(len(path.name.encode()) <= 255 for path in files)
+    assert results_of(grades, "spoof", "M" * 255)["gradeStatus"] == rows["M" * 255]["status"] == "fail"
+
+
+@needs_bubblewrap
+def test_no_sandbox_is_left_a_zombie(grades):
+    grades.result("spoof")  # four submissions, one at a time: each left a bwrap zombie until the grade ended
+    assert grades.zombies.result() <= 2  # one submission's two bwrap processes, between its end and their reaping
+
+
+def test_a_daemon_without_the_judges_mark_ends_with_its_submission(grades):
+    code, out = grades.result("daemon")
+    assert code == 0, out
+    rows = grades.table("daemon")
+    assert (rows["a_daemon"]["status"], rows["b_probe"]["status"]) == ("pass", "pass")
+    assert (grades.workspace / "probe.txt").read_text() == "none"  # gone before the next submission began
+    assert running_with(DAEMON) == []
+
+
+def test_the_grade_never_trusts_the_disk_cache_a_student_could_write(grades):
+    rows, unpoisoned = grades.table("poisoned"), grades.table("whole")
+    assert rows["honest"]["status"] == "pass", rows["honest"]
+    assert (rows["wrong"]["status"], rows["wrong"]["points"]) == ("fail", unpoisoned["ben"]["points"])
+
+
+def test_records_in_the_published_snapshots_text_earn_nothing(grades):
+    rows = grades.table("tampered")
+    forged = rows["forged_snapshots"]
+    assert forged["points"] == 0 and not any(forged["scenarios"][name] == "passed" for name in FIXED), forged
+
+
+def test_a_module_that_is_a_link_is_reported_as_one(grades):
+    row = grades.table("tampered")["linked_module"]
+    assert row["status"] == "missing" and "symbolic link" in row["problem"], row
+
+
+@needs_bubblewrap
+def test_the_sandbox_bounds_what_it_writes_in_its_tmp_and_home(grades):
+    rows = grades.table("tampered")
+    output = "\n".join(test["output"] or "" for test in results_of(grades, "tampered", "fills_disk")["tests"])
+    written = [int(line.rsplit(" ", 1)[1]) for line in output.splitlines() if "EVIDENCE MiB written:" in line]
+    assert written and max(written) * 2**20 <= sandbox.HOME_SIZE + sandbox.TMP_SIZE, written  # was 480 MiB
+    assert rows["fills_disk"]["status"] == "fail"  # (its wrong loop's five scenarios), not a timeout

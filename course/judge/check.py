@@ -15,6 +15,7 @@ from pathlib import Path
 from course.judge import mutants
 from course.judge.timeline import where as divergence_where
 from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, rerun_command
+from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, Chapter, find_chapter
 
@@ -66,9 +67,9 @@ def print_import_errors(run: ChapterRun) -> None:
     for error in run.import_errors:
         where = shown(error["file"]) if error.get("file") else error.get("module")
         line = f", line {error['line']}" if error.get("line") else ""
-        print(f"  {where}{line}: {error.get('problem')}")
+        print(printable(f"  {where}{line}: {error.get('problem')}", PROBLEM_LENGTH))
         if error.get("text"):
-            print(f"      {error['text'].strip()}")
+            print(f"      {printable(error['text'].strip(), PROBLEM_LENGTH)}")
 
 
 def print_failure(verdict: Verdict, implementation: str | None, chain: bool, chapter: Chapter, root: Path) -> None:
@@ -91,17 +92,17 @@ def print_failure(verdict: Verdict, implementation: str | None, chain: bool, cha
         for n, line in enumerate(verdict.broken, 1):
             print(f"{pad}  broken {n}: {line}")
     if verdict.problem:
-        print(f"{pad}problem:  {verdict.problem}")
+        print(f"{pad}problem:  {printable(verdict.problem, PROBLEM_LENGTH)}")
     if verdict.where:
         path, _, line = verdict.where.rpartition(":")
-        print(f"{pad}at:       {shown(path)}:{line}")
+        print(f"{pad}at:       {printable(shown(path))}:{printable(line)}")
     if verdict.output:
         shown_lines = verdict.output[:OUTPUT_SHOWN]
         total = max(verdict.output_lines, len(verdict.output))
         cut = f", the first {len(shown_lines)} shown" if total > len(shown_lines) else ""
         print(f"{pad}your output ({total} line{'s' if total != 1 else ''}{cut}):")
         for line in shown_lines:
-            print(f"{pad}  | {line}")
+            print(f"{pad}  | {printable(line)}")
     if verdict.hint:
         print(f"{pad}hint:     {verdict.hint}")
     print(f"{pad}more:     course hint {chapter.number} '{verdict.scenario}'")
@@ -193,7 +194,7 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
     if not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
                                                    and v.problem.startswith("no record") for v in run.verdicts):
         print("the test process stopped before any scenario ran; its last words:")
-        print("\n".join("  " + line for line in run.output_tail.rstrip().splitlines()[-15:]))
+        print("\n".join("  " + printable(line) for line in run.output_tail.rstrip().splitlines()[-15:]))
     found = diagnosis(chapter, run, implementation, chain)
     if not quiet:
         summarize(chapter, run, implementation, found)
@@ -203,7 +204,9 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
 def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, found: list[tuple[str, str]]) -> None:
     failing = [v for v in run.verdicts if not v.passed]
     if run.flags:
-        print("\nflagged: " + "; ".join(run.flags))
+        print("\nflagged: " + "; ".join(printable(flag, PROBLEM_LENGTH) for flag in run.flags))
+    if run.judge_errors:
+        print("\n" + printable("; ".join(run.judge_errors)))
     if failing and not run.import_errors:
         if found:
             print("\nthese failures are exactly those of a known mistake (another mistake can fail the same way: "
@@ -262,7 +265,7 @@ def status(args: argparse.Namespace) -> int:
             rows.append((chapter.number, code, section, f"{done}/{len(in_section)}", marks,
                          ", ".join(failing[:3]) + more))
         if run.import_errors:
-            rows.append((chapter.number, code, "(import)", "0/0", "", import_message(run)))
+            rows.append((chapter.number, code, "(import)", "0/0", "", printable(import_message(run), PROBLEM_LENGTH)))
     headers = ("chapter", "code", "section", "passed", "scenarios", "failing")
     widths = [max(_width(r[i]) for r in [headers, *rows]) for i in range(5)]
     for row in [headers, *rows]:

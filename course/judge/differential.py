@@ -94,8 +94,9 @@ def _settings(count: int, *, shrink: bool):
 
 CACHE_ENV = "TINY_PI_CACHE"
 disk_cache = True
-"""Whether drawn plans and the reference's renderings are kept on disk (`course grade` turns it off:
-a submission that is not sandboxed could write there, and a grade draws them once anyway)."""
+"""Whether drawn plans and the reference's renderings are kept on disk. `course grade` turns it off:
+student code that `course check` runs (without a sandbox) can rewrite the cache, and a grade must
+trust nothing a student's process could have written; it draws and runs them once per grade anyway."""
 
 
 def cache_directory() -> Path | None:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import secrets
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -25,10 +27,17 @@ from pathlib import Path
 from course.judge import differential, processes
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
-from course.judge.sandbox import MARK, Sandbox, bubblewrap
+from course.judge.sandbox import MARK, Sandbox, bubblewrap, knows_size
 from course.judge.session import ChapterRun, judge_chapter
+from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
 from course.manifest import Chapter, find_chapter
+
+
+NAME_LENGTH = 60
+"""Characters of a submission's name shown in the table (and in its results file's name) at the most."""
+NAME_BYTES = 200
+"""Bytes of UTF-8 a results file's name may take (a file name may take 255)."""
 
 
 @dataclass
@@ -38,7 +47,8 @@ class Grade:
     submission: str
     status: str
     """pass, fail, broken (its module does not import, or nothing ran), timeout, flagged (it reached
-    for the answers or the judge), or missing (no chapter module)."""
+    for the answers or the judge, or tampered with its records), missing (no chapter module), or
+    error (the judge itself failed on it: a bug of the judge's, the problem says where)."""
     passed: int = 0
     total: int = 0
     points: float = 0.0
@@ -70,6 +80,8 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
     if run.flags:
         grade.status, grade.problem = "flagged", "; ".join(dict.fromkeys(run.flags))
         grade.points = 0.0
+    elif run.judge_errors:
+        grade.status, grade.problem = "error", run.judge_errors[0]
     elif run.import_errors:
         grade.status, grade.problem = "broken", import_message(run, inside=student)
     elif run.passed:
@@ -89,25 +101,55 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
 
 def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeout: float, isolate: bool,
               plans: dict, wanted: dict, results: Path | None) -> Grade:
-    if not (folder / f"{chapter.module}.py").is_file():
+    """One submission's row. Whatever goes wrong in the judge on it is its row (status `error`), never
+    the end of the grade: the other submissions' rows and the table are still written."""
+    module = folder / f"{chapter.module}.py"
+    for link, what in ((folder, "the submission's folder"), (module, module.name)):
+        if link.is_symlink():  # (the copy takes no link: it could lead anywhere on this machine)
+            return Grade(folder.name, "missing", problem=f"{what} is a symbolic link (to {_target(link)}), not a "
+                                                          "file handed in: the grade follows no link")
+    if not module.is_file():
         # Without the module, carry-forward would quietly grade the reference.
         return Grade(folder.name, "missing", problem=f"no {chapter.module}.py in the folder")
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as work:
+    with tempfile.TemporaryDirectory(prefix="course-grade-", ignore_cleanup_errors=True) as work:
         token = secrets.token_hex(8)
-        sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
+        try:
+            sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
+        except Exception as error:
+            return Grade(folder.name, "error", problem=f"the judge could not prepare its sandbox: {_said(error)}")
         try:
             run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
                                 prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted)
+            grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation)
+            report = None
+            if results is not None:
+                report = results_json(chapter, run, str(folder), False, root, [])
+                report.update({"submission": folder.name, "gradeStatus": grade.status, "points": grade.points,
+                               "maxPoints": grade.max_points, "sections": grade.sections})
+        except Exception as error:
+            return Grade(folder.name, "error", problem=f"the judge failed on its records: {_said(error)}")
         finally:
             processes.end_marked(MARK, token)  # whatever it started and left behind
-    grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation)
-    if results is not None:
-        report = results_json(chapter, run, str(folder), False, root, [])
-        report.update({"submission": folder.name, "gradeStatus": grade.status, "points": grade.points,
-                       "maxPoints": grade.max_points, "sections": grade.sections})
-        (results / f"{folder.name}.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n",
-                                                     encoding="utf-8")
+            processes.end_orphans()  # and what left its parents, the judge's mark and its session behind
+    if report is not None:
+        # Named as the table shows the submission (a long name is cut and hashed); "submission" in it is the name.
+        path = results / f"{short_name(folder.name)}.json"
+        try:
+            path.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        except OSError as error:
+            print(f"course grade: could not write {printable(path)}: {error.strerror}", file=sys.stderr)
     return grade
+
+
+def _target(link: Path) -> str:
+    try:
+        return os.readlink(link)[:200]
+    except OSError as error:
+        return f"somewhere it cannot read: {error.strerror}"
+
+
+def _said(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error)[:300]}"
 
 
 def shard_of(folders: list[Path], shard: str | None) -> list[Path]:
@@ -143,9 +185,13 @@ def grade(args: argparse.Namespace) -> int:
     if isolate and bubblewrap() is None:
         print("course grade: bubblewrap (bwrap) is not installed: each submission runs in a throwaway copy with "
               "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
-    # The plans and the reference's runs of them come from the disk cache only when no submission could
-    # have written there (each one sandboxed by bubblewrap); else they are computed here, once.
-    differential.disk_cache = isolate and bubblewrap() is not None
+    elif isolate and not knows_size(bubblewrap()):
+        print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private /tmp "
+              "and HOME are not bounded in size")
+    # The plans and the reference's runs of them are computed here, once per grade, in memory, and shared
+    # by every submission: never read from the disk cache, which any student code `course check` ran
+    # (without a sandbox, as this user) could have rewritten. (Half a second for chapter 07's.)
+    differential.disk_cache = False
     seeds = [None] if args.seed is None else [None, args.seed]
     expected = [e for e in expected_scenarios(chapter, root) if e.generated]
     plans = {e.generated: [p for s in seeds for p in differential.draw_plans(chapter.module, e.generated, seed=s)]
@@ -171,16 +217,31 @@ def grade(args: argparse.Namespace) -> int:
     return finish(chapter, grades, args)
 
 
+def short_name(name: str) -> str:
+    """A submission's name as the table shows it (and its results file is named): the name itself when
+    it is printable and short (NAME_LENGTH characters, NAME_BYTES bytes of UTF-8 at the most); else its
+    first characters, control characters escaped, then `~` and the first 8 hex digits of the name's
+    SHA-256 (so that two long names never share a results file)."""
+    if name.isprintable() and len(name) <= NAME_LENGTH and len(name.encode("utf-8", "surrogateescape")) <= NAME_BYTES:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{printable(name)[:NAME_LENGTH - 20]}~{digest}"
+
+
 def finish(chapter: Chapter, grades: list[Grade], args: argparse.Namespace) -> int:
     grades.sort(key=lambda g: g.submission)
     names = list(dict.fromkeys(name for g in grades for name in g.scenarios))
     outputs = [out for out in (args.out, args.json) if out]
     for out in outputs:
         write_table(chapter, grades, names, out, as_json=out == args.json or out.endswith(".json"))
-    width = max(24, *(len(g.submission) + 1 for g in grades))
+    # A submission's name and problem are its own text: escaped, so that no control character in them
+    # rewrites the table on a terminal; the files written above hold them as they are.
+    names = {g.submission: short_name(g.submission) for g in grades}
+    width = max(24, *(len(name) + 1 for name in names.values()))
     for g in grades:
         points = f"{g.points:g}/{g.max_points:g}" if g.max_points else ""
-        print(f"{g.submission:<{width}} {g.status:<8} {g.passed:>3}/{g.total:<3} {points:>9}  {g.problem}")
+        print(f"{names[g.submission]:<{width}} {g.status:<8} {g.passed:>3}/{g.total:<3} {points:>9}  "
+              f"{printable(g.problem, PROBLEM_LENGTH)}")
     if outputs:
         print(f"\nwrote {', '.join(outputs)}")
     return 0
@@ -228,7 +289,8 @@ def register(commands) -> None:
     parser.add_argument("words", nargs="+", metavar="NN SUBMISSIONS_DIR | merge PART.json ...")
     parser.add_argument("--out", metavar="FILE", help="write the table to FILE (CSV; JSON if FILE ends in .json)")
     parser.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE (what `grade merge` reads)")
-    parser.add_argument("--results", metavar="DIR", help="write each submission's results (per scenario) to DIR/NAME.json")
+    parser.add_argument("--results", metavar="DIR", help="write each submission's results (per scenario) to DIR/NAME.json "
+                        "(a long or unprintable NAME shortened as the table shows it)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission in all (default 60)")
     parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds per scenario (default 10)")
     parser.add_argument("--seed", type=int, default=None, help="add generated plans drawn from this secret seed")

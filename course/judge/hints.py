@@ -34,7 +34,7 @@ from pathlib import Path
 
 from course.judge import check
 from course.judge.timeline import where
-from course.judge.terminal import paint
+from course.judge.terminal import paint, printable
 from course.manifest import find_chapter
 from course.judge.session import Verdict as Scenario
 from course.judge.testrun import course_root, default_implementation, shown
@@ -530,7 +530,8 @@ def hint(args: argparse.Namespace) -> int:
         print(f"Every scenario of chapter {chapter.number} passes with {judged}: nothing to hint.")
         return 0
     else:
-        print(f"Chapter {chapter.number} could not be judged; the test process said:\n{run.output_tail}")
+        print(f"Chapter {chapter.number} could not be judged; the test process said:")
+        print("\n".join(printable(line) for line in run.output_tail.splitlines()))
         return 1
 
     steps = hint_steps(chapter.number, scenario.section, broken_promises_of(scenario), scenario.divergence,
@@ -548,8 +549,8 @@ def hint(args: argparse.Namespace) -> int:
     titles = ["What the section promises", "Where the chapter says so", "What broke"]
     for n in range(upto):
         print(paint(f"hint {n + 1} of {STEPS} — {titles[n]}", "hint"))
-        for line in steps[n].splitlines():
-            print(f"  {line}" if line else "")
+        for line in steps[n].splitlines():  # (its problem and divergence are the submission's text)
+            print(f"  {printable(line)}" if line else "")
         print()
     if upto < STEPS:
         print(paint(f"more: {hint_command(chapter.number, scenario.scenario)}  (or --step {upto + 1})", "dim"))

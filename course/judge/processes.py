@@ -1,30 +1,67 @@
 """Nothing a student's code starts may outlive the run that judged it.
 
 The judge makes itself a child subreaper (Linux): a process that a submission forks and abandons,
-in its own session or not, is re-parented to the judge instead of to init, so that after each
-child run the judge can find every process descended from it and end them all.
+in its own session or not, is re-parented to the judge instead of to init. When a child run ends,
+the judge ends every process below the child (`end_tree`, whatever its session or environment),
+and then every child of its own it did not start itself (`end_orphans`): those are processes whose
+parents ended, re-parented to the judge — a daemon that left its session and wiped its
+environment, or a sandbox's init left a zombie — and reaps them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36
+_started: set[int] = set()
+"""The children this process started and still waits for (see `starting`)."""
+_starting = threading.Lock()
+
+
+_reaping = False
+"""Whether this process is a subreaper that starts its children through `starting` (`course grade`):
+then every child it did not start is an orphan to end."""
 
 
 def become_subreaper() -> bool:
-    """Adopt orphaned descendants (Linux only); whether that worked."""
+    """Adopt orphaned descendants (Linux only); whether that worked. Call it only in a process that
+    starts every child of its own through `starting` (`course grade`): the others get ended."""
+    global _reaping
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        _reaping = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        return False
+        _reaping = False
+    return _reaping
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """Hold while starting a child and `adopt`ing it: no `end_orphans` in another thread can see the
+    new child before it is known as this process's own."""
+    with _starting:
+        yield
+
+
+def adopt(pid: int) -> None:
+    """`pid` is a child this process started (under `starting`) and will wait for itself."""
+    _started.add(pid)
+
+
+def release(pid: int) -> None:
+    """This process waited for its child `pid`: it is no longer one of its own."""
+    with _starting:
+        _started.discard(pid)
 
 
 def _parents() -> dict[int, int]:
@@ -43,10 +80,10 @@ def _parents() -> dict[int, int]:
     return found
 
 
-def descendants(of: int | None = None) -> list[int]:
+def descendants(of: int | None = None, parents: dict[int, int] | None = None) -> list[int]:
     """Every process below `of` (default: this one), children first."""
     root = os.getpid() if of is None else of
-    parents = _parents()
+    parents = _parents() if parents is None else parents
     below, frontier = [], [root]
     while frontier:
         parent = frontier.pop()
@@ -92,3 +129,50 @@ def end_marked(variable: str, value: str) -> list[int]:
             marked.append(pid)
     end_all(marked)
     return marked
+
+
+def end_tree(process) -> None:
+    """End a child (a subprocess.Popen), its process group and every process below it, and wait for it.
+
+    What is below it is found before it goes (a process in a session of its own, its environment
+    wiped, is still below it); what it starts meanwhile is an orphan for `end_orphans`."""
+    below = descendants(process.pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    end_all(below)
+    process.wait()
+    release(process.pid)
+    if _reaping:
+        end_orphans()  # what it left behind re-parented to the judge (a sandbox's init, now a zombie)
+
+
+def end_orphans() -> list[int]:
+    """End every child of this process that it did not start (`adopt`), and everything below them;
+    reap them. Only for a subreaper that starts its children through `starting`: `course grade`."""
+    ended: list[int] = []
+    with _starting:
+        for _ in range(10):  # a process may fork while its siblings are ended: look again
+            parents = _parents()
+            orphans = [pid for pid, parent in parents.items() if parent == os.getpid() and pid not in _started]
+            if not orphans:
+                break
+            below = [pid for orphan in orphans for pid in descendants(orphan, parents)]
+            for pid in orphans + below:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in orphans:
+                _reap(pid)
+            ended += orphans + below
+    return ended
+
+
+def _reap(pid: int, patience: float = 2.0) -> None:
+    """Wait for the ended child `pid` (a little: one stuck in the kernel is left to `end_strays`)."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] or time.monotonic() > deadline:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.005)

@@ -1,8 +1,9 @@
 """Records in the chapter's notation: what snapshots hold and what every comparison compares.
 
 A record is JSON data written by the recorder beside student code (`course.recorder`); this module
-only reads it. Whatever a broken or hostile implementation put in a record, rendering answers with
-text, never an exception: a record that cannot be shown as a run is shown as what it is.
+only reads it, and renders only records: a JSON object of a known kind, never a text given as it
+is. Whatever a broken or hostile implementation put in a record, rendering answers with text,
+never an exception: a record that cannot be shown as a run is shown as what it is.
 """
 
 from __future__ import annotations
@@ -76,13 +77,26 @@ RENDERERS = {"loop-run": render_loop_run, "raised": render_raised, "timed out": 
              "crashed": render_stopped}
 
 
+def _shown(value: Any) -> str:
+    """A JSON value as JSON, cut at 500 characters (a value nested too deep to show says so)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)[:500]
+    except (ValueError, RecursionError):
+        return f"a {type(value).__name__} nested too deep to show"
+
+
 def render_record(record: Any) -> str:
-    """A record in the chapter's notation; never raises."""
-    if isinstance(record, str):
-        return record
+    """A record in the chapter's notation; never raises.
+
+    A record is structured data that this module renders itself: a string is no record (it is shown
+    as "not a record"), so that a submission writing the published snapshots' text into its record
+    file renders nothing like them. (Plain pytest's snapshot extension compares a test's own text as
+    it is: see course.judge.snapshot.)"""
     if not isinstance(record, dict):
-        return f"## record\nnot a record: {json.dumps(record, ensure_ascii=False)[:500]}\n"
+        return f"## record\nnot a record: {_shown(record)}\n"
     kind = record.get("kind")
+    if kind is not None and not isinstance(kind, str):  # (a list or an object is no key to look up)
+        return f"## record\nunknown kind of record: {_shown(kind)}\n"
     render = RENDERERS.get(kind)
     if render is None:
         from course.judge import scenarios

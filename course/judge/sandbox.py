@@ -8,32 +8,40 @@ starts without `site` (`-S`), with the copy and the interpreter's own site-packa
 the editable install's import hook cannot lead back to the real checkout.
 
 Under bubblewrap (Debian package `bubblewrap`) the child sees a read-only system, the interpreter
-and the copy read-only, a private `/tmp`, its record directory as the only writable place, no
-network, its own process namespace (everything in it ends with it), and nothing else of the
-machine. Without bubblewrap only the limits below and the copy protect the grade: the child runs as
+and the copy read-only, its plans read-only, a private `/tmp` and HOME of 64 MiB each (memory),
+its record directory as the only writable place of the machine's, no network, its own process
+namespace (everything in it ends with it), and nothing else of the machine. Without bubblewrap only the limits below and the copy protect the grade: the child runs as
 the instructor's user and could read or write what that user can.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import shutil
 import site
+import subprocess
 import sys
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from course.judge import processes
 from course.judge.session import Child
 from course.manifest import CHAPTERS, Chapter
 
 MEMORY_LIMIT = 2 * 2**30
-"""Address space a submission's process may map (bytes)."""
+"""Address space each process of a submission may map (bytes): per process, not in all (no cgroups)."""
 FILE_LIMIT = 64 * 2**20
-"""The largest file it may write (bytes): its records and its output included."""
+"""The largest file it may write (bytes): its records and its output included (per file, not in all)."""
 PROCESS_LIMIT = 64
-"""Processes its user may run at once (not enforced for root: bubblewrap's own namespace bounds those)."""
+"""Processes its user may run at once. The kernel does not apply it to root, and a PID namespace
+counts nothing: a grade run as root bounds no number of processes (see README)."""
+TMP_SIZE = 64 * 2**20
+"""The size of the private /tmp under bubblewrap (bytes; a tmpfs, so memory)."""
+HOME_SIZE = 64 * 2**20
+"""The size of the private HOME under bubblewrap (bytes; a tmpfs, so memory)."""
 OPEN_FILES = 256
 SUBMISSION_LIMIT = 8 * 2**20
 """A submission folder's size at the most (bytes); larger ones are not copied whole."""
@@ -43,6 +51,32 @@ MARK = "TINY_PI_GRADED"
 
 def bubblewrap() -> str | None:
     return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=None)
+def knows_size(bwrap: str) -> bool:
+    """Whether this bubblewrap takes `--size` (0.8 and later)."""
+    try:
+        with processes.starting():  # (a child of the judge's own: no sweep for orphans may end it)
+            child = subprocess.Popen([bwrap, "--help"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+            processes.adopt(child.pid)
+    except OSError:
+        return False
+    try:
+        shown, _ = child.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        shown = ""
+    finally:
+        child.kill()
+        child.wait()
+        processes.release(child.pid)
+    return "--size" in shown
+
+
+def _sized(bwrap: str, size: int) -> list[str]:
+    """`--size SIZE` for the next --tmpfs, where bubblewrap knows it (else the tmpfs is unbounded)."""
+    return ["--size", str(size)] if knows_size(bwrap) else []
 
 
 def _limits(cpu_seconds: int) -> None:
@@ -106,6 +140,8 @@ class Sandbox:
     isolate: bool = True
     """Use bubblewrap when it is installed."""
     token: str = ""
+    inputs: list[str] = field(default_factory=list)
+    """Files the judge wrote for the child (its plans), shown to it read-only."""
 
     def __post_init__(self) -> None:
         self.copy = self.work / "course"
@@ -127,15 +163,17 @@ class Sandbox:
         return [*(f"checkpoints.{m}" for m in later), "course.judge"]
 
     def prepare(self, command: list[str], scratch: Path) -> Child:
-        """The recorder's command, rewritten to run in the copy, its files in `out/`, in the sandbox."""
-        moved = []
+        """The recorder's command, rewritten to run in the copy, its record in `out/`, in the sandbox.
+
+        The plans stay where the judge wrote them, outside anything the child can write: bubblewrap
+        shows them to the child read-only, at the same path. (A copy in `out/` would let the child
+        put a link in its place for the judge's next copy to follow.)"""
+        moved, self.inputs = [], []
         for word in command:
-            for option in ("--course-record=", "--course-plans="):
-                if word.startswith(option):
-                    source = Path(word[len(option):])
-                    if option == "--course-plans=":
-                        shutil.copy(source, self.out / source.name)
-                    word = option + str(self.out / source.name)
+            if word.startswith("--course-record="):
+                word = "--course-record=" + str(self.out / Path(word.split("=", 1)[1]).name)
+            elif word.startswith("--course-plans="):
+                self.inputs.append(word.split("=", 1)[1])
             moved.append(word)
         record = Path(next(w for w in moved if w.startswith("--course-record=")).split("=", 1)[1])
         python = moved[0]
@@ -162,8 +200,8 @@ class Sandbox:
 
     def bwrap_command(self, command: list[str]) -> list[str]:
         words = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
-                 "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-                 "--dir", "/etc"]
+                 "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+                 *_sized(self.bwrap, TMP_SIZE), "--tmpfs", "/tmp", "--dir", "/etc"]
         for link in ("bin", "lib", "lib64", "sbin", "lib32"):
             path = Path("/") / link
             if path.is_symlink():
@@ -177,5 +215,8 @@ class Sandbox:
             if not path.startswith("/usr/"):
                 words += ["--ro-bind", path, path]
         words += ["--ro-bind", str(self.copy), str(self.copy), "--bind", str(self.out), str(self.out),
-                  "--bind", str(self.home), str(self.home), "--chdir", str(self.copy), "--"]
+                  *_sized(self.bwrap, HOME_SIZE), "--tmpfs", str(self.home)]
+        for path in self.inputs:
+            words += ["--ro-bind", path, path]
+        words += ["--chdir", str(self.copy), "--"]
         return words + command

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
-import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.judge import differential
+from course.judge import differential, processes
 from course.judge.index import Expected, expected_scenarios
 from course.judge.render import render_record
 from course.judge.testrun import child_environment, shown
@@ -37,6 +38,8 @@ RESTARTS = 6
 """How many times a run is started again after a scenario that hung."""
 RECORD_LIMIT = 64 * 2**20
 """Bytes of records read at the most: a submission that writes more is cut off there."""
+FLAGS = 10
+"""Different flags kept per run at the most (a submission may write a million)."""
 
 
 @dataclass
@@ -91,11 +94,18 @@ class ChapterRun:
     """The whole run was stopped at its wall-time bound."""
     importing: str | None = None
     """The module the child was importing when its records stopped (it ended the process)."""
+    judge_errors: list[str] = field(default_factory=list)
+    """Where the judge itself failed on the records (a bug of the judge's): nothing here is a verdict."""
 
     @property
     def passed(self) -> bool:
         return bool(self.verdicts) and all(v.passed for v in self.verdicts) and not (
-            self.import_errors or self.collection_errors or self.flags)
+            self.import_errors or self.collection_errors or self.flags or self.judge_errors)
+
+    def flag(self, what: str) -> None:
+        """Record what the submission did that a recorder never does (once each, FLAGS at the most)."""
+        if what not in self.flags and len(self.flags) < FLAGS:
+            self.flags.append(what)
 
     @property
     def timed_out(self) -> bool:
@@ -184,31 +194,73 @@ class Child:
 
 
 class _Records:
-    """Reads the record file as the child appends to it, line by line, within RECORD_LIMIT bytes."""
+    """Reads the record file as the child appends to it, line by line, within RECORD_LIMIT bytes.
+
+    The judge creates the file itself, under a name the child cannot guess, before the child starts
+    (never following a link, never over a file that exists), and reads it only through that
+    descriptor: whatever the child later puts at the path (a link, a FIFO, another file) is never
+    opened by the judge. Finding something else at the path is evidence of tampering: `tampered`
+    says what (a flag of the run)."""
 
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.rest, self.read = path, 0, b"", 0
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        status = os.fstat(self.fd)
+        self.identity = (status.st_dev, status.st_ino)
+        self.tampered: str | None = None
 
     def new_lines(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as file:
-                file.seek(self.offset)
-                chunk = file.read(max(0, RECORD_LIMIT - self.read))
-        except OSError:
-            return []
-        self.offset += len(chunk)
-        self.read += len(chunk)
-        data = self.rest + chunk
+        self._look_at_the_path()
+        chunks = []
+        while self.read < RECORD_LIMIT:
+            chunk = os.pread(self.fd, min(2**20, RECORD_LIMIT - self.read), self.offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            self.offset += len(chunk)
+            self.read += len(chunk)
+        data = self.rest + b"".join(chunks)
         *complete, self.rest = data.split(b"\n")
         found = []
         for raw in complete:
             try:
                 line = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: JSON nested past what the parser follows
                 continue  # not a record: the judge counts what is missing, it does not guess
             if isinstance(line, dict):
                 found.append(line)
         return found
+
+    def _look_at_the_path(self) -> None:
+        """Whether the record file is still at its path (without opening whatever is there now)."""
+        if self.tampered is not None:
+            return
+        try:
+            status = os.lstat(self.path)
+        except FileNotFoundError:
+            self.tampered = f"removed its record file ({self.path.name})"
+            return
+        except OSError:
+            return
+        if (status.st_dev, status.st_ino) != self.identity:
+            self.tampered = f"replaced its record file ({self.path.name}) with {_what_is(status, self.path)}"
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _what_is(status: os.stat_result, path: Path) -> str:
+    """What kind of file `status` describes, in words (a link's target included)."""
+    if stat.S_ISLNK(status.st_mode):
+        try:
+            return f"a symbolic link to {os.readlink(path)[:200]!r}"
+        except OSError:
+            return "a symbolic link"
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "another file"))
+    return next((words for test, words in kinds if test(status.st_mode)), "something that is not a file")
 
 
 def recorder_command(chapter: Chapter, implementation: str | None, *, chain: bool, record: Path, plans: Path,
@@ -286,6 +338,25 @@ def judge_chapter(
         if on_verdict is not None:
             on_verdict(verdict)
 
+    def refuse(name: str, problem: str) -> None:
+        """The scenario is an error: its records cannot be judged (`problem` says why)."""
+        exp = by_name[name]
+        verdicts[name] = Verdict(name, chapter.test_file, "error", exp.section, exp.purpose, problem=problem)
+        if on_verdict is not None:
+            on_verdict(verdicts[name])
+
+    def take(line: dict, current: str | None) -> str | None:
+        try:
+            return received.take(line, run, by_name, plans, verdicts, decide, refuse, current)
+        except Exception as error:  # a bug of the judge's: the line's scenario (or the run) is not judged
+            problem = f"the judge failed on its records: {type(error).__name__}: {str(error)[:300]}"
+            if problem not in run.judge_errors:
+                run.judge_errors.append(problem)
+            name = line.get("scenario")
+            if isinstance(name, str) and name in by_name and name not in verdicts:
+                refuse(name, problem)
+            return current
+
     with tempfile.TemporaryDirectory(prefix="course-judge-") as scratch_name:
         scratch = Path(scratch_name)
         plans_file = scratch / "plans.json"
@@ -294,16 +365,25 @@ def judge_chapter(
         skip: list[str] = []
         current: str | None = None
         for attempt in range(RESTARTS + 1):
-            record = scratch / f"record-{attempt}.jsonl"
+            # A name the child cannot know before this attempt starts: nothing it planted can be there.
+            record = scratch / f"record-{attempt}-{secrets.token_hex(8)}.jsonl"
             command = recorder_command(chapter, implementation, chain=chain, record=record, plans=plans_file,
                                        forbid=forbid, deselect=skip, timeout=timeout, extra=extra)
             child = prepare(command, scratch) if prepare else Child(command, root, child_environment())
-            reader = _Records(child.record or record)
+            try:
+                reader = _Records(child.record or record)
+            except OSError as error:
+                run.flag(f"left something where its next record file was to be made ({error.strerror})")
+                break
             hung = False
-            with open(scratch / f"output-{attempt}.txt", "wb") as output:
-                process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
-                                           stdout=output, stderr=subprocess.STDOUT, process_group=0,
-                                           preexec_fn=child.preexec)
+            output = os.open(scratch / f"output-{attempt}.txt",
+                             os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                with processes.starting():
+                    process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
+                                               stdout=output, stderr=subprocess.STDOUT, process_group=0,
+                                               preexec_fn=child.preexec)
+                    processes.adopt(process.pid)
                 try:
                     for section in plans:  # the reference's runs, while the child works
                         reference_runs(section)
@@ -314,7 +394,7 @@ def judge_chapter(
                         if lines:
                             last = time.monotonic()
                         for line in lines:
-                            current = received.take(line, run, by_name, verdicts, decide, current)
+                            current = take(line, current)
                         if finished:
                             break
                         now = time.monotonic()
@@ -326,8 +406,14 @@ def judge_chapter(
                             break
                         time.sleep(0.02)
                 finally:
-                    _end(process)
-            run.output_tail = (scratch / f"output-{attempt}.txt").read_bytes()[-4000:].decode("utf-8", "replace")
+                    processes.end_tree(process)
+                if reader.tampered:
+                    run.flag(reader.tampered)
+                size = os.fstat(output).st_size  # read where the judge wrote it: the path may lead elsewhere now
+                run.output_tail = os.pread(output, 4000, max(0, size - 4000)).decode("utf-8", "replace")
+            finally:
+                os.close(output)
+                reader.close()
             if not hung:
                 break
             if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
@@ -381,37 +467,143 @@ class _Received:
     order: list[str] = field(default_factory=list)
     """The scenarios in the order they started."""
 
-    def take(self, line: dict, run: ChapterRun, by_name: dict, verdicts: dict, decide, current: str | None):
-        """File one record line; decide a scenario when its end arrives. Returns the scenario running now."""
-        if "importError" in line and isinstance(line["importError"], dict):
+    def take(self, line: dict, run: ChapterRun, by_name: dict, plans: dict, verdicts: dict, decide, refuse,
+             current: str | None) -> str | None:
+        """File one record line; decide a scenario when its end arrives. Returns the scenario running now.
+
+        A line of a shape the recorder never writes is not evidence: in a scenario's lines it makes the
+        scenario an error, saying so; outside any scenario it flags the run (the recorder did not
+        write it, so the submission wrote into its own record)."""
+        problem = malformed(line)
+        name = line.get("scenario")
+        if "scenario" in line and isinstance(name, str):
+            if name not in by_name or name in verdicts:
+                return current  # not one of the judged scenarios, or already decided
+            expected = by_name[name]
+            if problem is None and "plan" in line and not expected.generated:
+                problem = "a plan line in a scenario without plans"
+            elif problem is None and "snapshot" in line and expected.generated:
+                problem = "a snapshot line in a scenario of generated plans"
+            elif problem is None and "plan" in line and line["plan"] >= len(plans[expected.generated]):
+                problem = f"plan {line['plan']} is not one of the section's {len(plans[expected.generated])} plans"
+            if problem is not None:
+                refuse(name, f"malformed record line: {problem}")
+                return None if current == name else current
+            if "snapshot" in line:
+                self.snapshots.setdefault(name, []).append(line["record"])
+            elif "plan" in line:
+                if line.get("event") == "start":
+                    self.plan_starts.setdefault(name, set()).add(line["plan"])
+                else:
+                    self.plan_records.setdefault(name, {})[line["plan"]] = line["record"]
+            elif line["event"] == "start":
+                if name not in self.order:
+                    self.order.append(name)
+                return name
+            else:  # its end
+                self.ends[name] = line
+                decide(name)
+                return None
+            return current
+        if problem is not None:
+            run.flag(f"wrote a record line the recorder never writes: {problem}")
+        elif "importError" in line:
             run.import_errors.append(line["importError"])
-        elif "collectionError" in line and isinstance(line["collectionError"], dict):
+        elif "collectionError" in line:
             run.collection_errors.append(line["collectionError"])
         elif "flag" in line:
-            run.flags.append(str(line["flag"])[:300])
-        elif line.get("event") == "importing":
-            run.importing = str(line.get("module"))
-        elif line.get("event") == "imported":
+            run.flag(line["flag"][:300])
+        elif line["event"] == "importing":
+            run.importing = line["module"]
+        elif line["event"] == "imported":
             run.importing = None
-        name = line.get("scenario")
-        if not isinstance(name, str) or name not in by_name or name in verdicts:
-            return current
-        if "snapshot" in line:
-            self.snapshots.setdefault(name, []).append(line.get("record"))
-        elif "plan" in line and isinstance(line["plan"], int):
-            if line.get("event") == "start":
-                self.plan_starts.setdefault(name, set()).add(line["plan"])
-            else:
-                self.plan_records.setdefault(name, {})[line["plan"]] = line.get("record")
-        elif line.get("event") == "start":
-            if name not in self.order:
-                self.order.append(name)
-            return name
-        elif line.get("event") == "end":
-            self.ends[name] = line
-            decide(name)
-            return None
         return current
+
+
+def _brief(value: object) -> str:
+    """A JSON value in a few words, for a message (never the whole of it: it may be huge or deep)."""
+    if isinstance(value, str):
+        return repr(value[:40] + ("…" if len(value) > 40 else ""))
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _check(where: str, value: dict, key: str, kinds: tuple, wanted: str, required: bool = False) -> str | None:
+    """Why `value[key]` is not one of `kinds` (None in `kinds`: null allowed), or None."""
+    if key not in value:
+        return f"{where} has no {key!r}" if required else None
+    item = value[key]
+    if (item is None and None in kinds) or any(kind is not None and isinstance(item, kind) and
+                                               not (kind is int and isinstance(item, bool)) for kind in kinds):
+        return None
+    return f"{where}'s {key!r} is {_brief(item)}, not {wanted}"
+
+
+def _count(where: str, value: dict, key: str, required: bool = False) -> str | None:
+    """Why `value[key]` is not a count (a whole number, 0 or more), or None."""
+    return _check(where, value, key, (int,), "a count", required) or (
+        f"{where}'s {key!r} is {value[key]}, not a count" if key in value and value[key] < 0 else None)
+
+
+def _texts(where: str, value: dict, key: str) -> str | None:
+    """Why `value[key]` is not a list of strings (when present), or None."""
+    if key not in value:
+        return None
+    if not isinstance(value[key], list):
+        return f"{where}'s {key!r} is {_brief(value[key])}, not a list of texts"
+    odd = next((item for item in value[key] if not isinstance(item, str)), "")
+    return None if isinstance(odd, str) else f"{where}'s {key!r} holds {_brief(odd)}, not only texts"
+
+
+def malformed(line: dict) -> str | None:
+    """Why a record line is not of a shape the recorder writes (see course.recorder.pytest_plugin), in
+    words; None if it is one. Shapes only: whether its evidence is true is for the judge to decide."""
+    if "scenario" in line:
+        if not isinstance(line["scenario"], str):
+            return f"a line's 'scenario' is {_brief(line['scenario'])}, not a name"
+        if "snapshot" in line:
+            return _count("a snapshot line", line, "snapshot") or (
+                None if "record" in line else "a snapshot line has no 'record'")
+        if "plan" in line:
+            if line.get("event") not in (None, "start"):
+                return f"a plan line's 'event' is {_brief(line.get('event'))}, not 'start'"
+            return _count("a plan line", line, "plan") or (
+                None if "record" in line or line.get("event") == "start" else "a plan line has no 'record'")
+        if line.get("event") == "start":
+            return None
+        if line.get("event") == "end":
+            where = "an end line"
+            if line.get("outcome") not in ("passed", "failed", "skipped"):
+                return f"{where}'s 'outcome' is {_brief(line.get('outcome'))}, not passed, failed or skipped"
+            return (_check(where, line, "phase", (str,), "a phase") or _check(where, line, "problem", (str, None), "a text")
+                    or _check(where, line, "where", (str, None), "a path and line") or _texts(where, line, "output")
+                    or _count(where, line, "outputLines"))
+        return "a scenario line that is no start, snapshot, plan or end"
+    if "importError" in line:
+        error, where = line["importError"], "importError"
+        if not isinstance(error, dict):
+            return f"importError is {_brief(error)}, not an object"
+        return (_check(where, error, "module", (str,), "a module name", True)
+                or _check(where, error, "file", (str, None), "a path")
+                or _check(where, error, "line", (int, None), "a line number")
+                or _check(where, error, "problem", (str,), "a text", True)
+                or _check(where, error, "text", (str, None), "a text") or _texts(where, error, "missing"))
+    if "collectionError" in line:
+        error, where = line["collectionError"], "collectionError"
+        if not isinstance(error, dict):
+            return f"collectionError is {_brief(error)}, not an object"
+        return _check(where, error, "where", (str,), "a test id", True) or \
+            _check(where, error, "problem", (str,), "a text", True)
+    if "flag" in line:
+        return _check("a flag line", line, "flag", (str,), "a text")
+    if line.get("event") in ("importing", "imported"):
+        return _check(f"an {line['event']} line", line, "module", (str,), "a module name", True)
+    if line.get("event") == "finished":
+        return None
+    if not line:
+        return "an empty object, no kind of line"
+    return f"an object with {', '.join(repr(key[:20]) for key in list(line)[:5])}, no kind of line"
 
 
 def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float,
@@ -420,7 +612,7 @@ def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chap
         f"did not finish within {timeout:g} s: stopped, and the other scenarios ran on"
     verdict = Verdict(expected.scenario, chapter.test_file, "timeout", expected.section, expected.purpose,
                       problem=problem)
-    if expected.generated and started:
+    if expected.generated and started and max(started) < len(plans):
         index = max(started)
         verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(chapter.module, plans[index])
     return verdict
@@ -433,15 +625,6 @@ def _module_file(implementation: str | None, module: str) -> str | None:
 def shown_where(where: str) -> str:
     path, _, line = where.rpartition(":")
     return f"{shown(path)}:{line}"
-
-
-def _end(process: subprocess.Popen) -> None:
-    """End the child and everything in its process group, and reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
 
 
 def rerun_command(verdict: Verdict, implementation: str | None, chain: bool, root: Path) -> str:

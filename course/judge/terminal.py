@@ -7,13 +7,46 @@ come from termcolor (in the test extra, the student install); without it the tex
 
     paint("FAIL", "fail")   # red and bold on a terminal, "FAIL" elsewhere
     clear_screen()          # a fresh screen for `course watch`'s next run, on a terminal only
+    printable(problem)      # a submission's text, its control characters shown as escapes
+
+Text a submission wrote (a problem, a flag, its output, a folder's name) goes through `printable`
+before it reaches a terminal: a carriage return or an escape sequence in it could otherwise rewrite
+what the command printed (a `flagged` row reading `pass`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 from typing import TextIO
+
+PROBLEM_LENGTH = 300
+"""Characters of a submission's text shown on one line at the most (the files written keep it whole)."""
+_ESCAPED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_CONTROL = ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")
+"""Unicode categories that move the cursor, reorder or hide text, or are no character at all."""
+
+
+def printable(text: object, limit: int | None = None) -> str:
+    """`text` safe to print: every control character (C0, DEL, C1: carriage returns, escape sequences),
+    format character (bidirectional overrides, zero widths), line separator and lone surrogate shown
+    as its escape (`\\r`, `\\x1b`, `\\u202e`); cut after `limit` characters with "…"."""
+    text = str(text)
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    if text.isprintable():
+        return text
+    shown = []
+    for char in text:
+        if char in _ESCAPED:
+            shown.append(_ESCAPED[char])
+        elif unicodedata.category(char) in _CONTROL:
+            code = ord(char)
+            shown.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            shown.append(char)
+    return "".join(shown)
 
 # Each style: (termcolor colour, attributes).
 STYLES: dict[str, tuple[str | None, tuple[str, ...]]] = {
