@@ -16,6 +16,9 @@ class Chapter:
     """What the chapter builds."""
     names: tuple[str, ...] = ()
     """What the chapter's tests use of the module: a module without one of them cannot be judged."""
+    runs_in: tuple[str, ...] = ()
+    """Later chapters' reference modules the chapter's generated scenarios run its module in (chapter 06's
+    `in_the_loop`: the reference loop of chapter 07): a graded copy holds their files."""
     weights: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
     """Points per section for `course grade` (a section not listed is worth 1), earned in proportion
     to the section's scenarios passed."""
@@ -36,7 +39,8 @@ class Chapter:
 
 
 CHAPTERS: list[Chapter] = [
-    Chapter("06", "ch06_tool_execution", "Executing one tool call", ("execute_tool_call",)),
+    Chapter("06", "ch06_tool_execution", "Executing one tool call", ("execute_tool_call",),
+            runs_in=("ch07_agent_loop",)),
     Chapter("07", "ch07_agent_loop", "The agent loop", ("AgentLoopOptions", "run_agent_loop"),
             weights={"纯文本 stop": 1, "单工具往返": 2, "非执行终态": 2, "并发工具": 2, "取消与上限": 3}),
     Chapter("08", "ch08_workspace_read", "A workspace read tool",

@@ -157,6 +157,9 @@ class Grades:
             write(self.sharded / name, source)
         (self.sharded / "eve").mkdir()
         self.judged = judged_submissions(workspace)
+        self.chapter06 = workspace / "chapter06"  # its in_the_loop plans run it in chapter 07's reference loop
+        (self.chapter06 / "reference").mkdir(parents=True)
+        shutil.copy(ROOT / "checkpoints" / "ch06_tool_execution.py", self.chapter06 / "reference")
         self.cache = poisoned_cache(workspace / "poisoned-cache")
         env = {**os.environ, "TINY_PI_TEST_SECRET": SECRET, "OPENAI_API_KEY": SECRET}
         judged = [str(self.judged[name]) for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned")]
@@ -179,6 +182,7 @@ class Grades:
                       "--results", "results/spoof"],
             "daemon": ["07", judged[4], "--no-sandbox", "--jobs", "1", "--json", "daemon.json"],
             "poisoned": ["07", judged[5], "--json", "poisoned.json"],
+            "chapter06": ["06", str(self.chapter06), "--json", "chapter06.json"],
         }.items():
             self.start(name, ["-m", "course", "grade", *args],
                        {**env, differential.CACHE_ENV: str(self.cache)} if name == "poisoned" else env)
@@ -694,3 +698,9 @@ def test_the_sandbox_bounds_what_it_writes_in_its_tmp_and_home(grades):
     written = [int(line.rsplit(" ", 1)[1]) for line in output.splitlines() if "EVIDENCE MiB written:" in line]
     assert written and max(written) * 2**20 <= sandbox.HOME_SIZE + sandbox.TMP_SIZE, written  # was 480 MiB
     assert rows["fills_disk"]["status"] == "fail"  # (its wrong loop's five scenarios), not a timeout
+
+
+def test_chapter_06_is_graded_with_the_loop_its_plans_run_in(grades):
+    """A graded copy holds chapter 07's reference loop (not chapter 06's answer): the reference passes every section."""
+    row = grades.table("chapter06")["reference"]
+    assert (row["status"], row["passed"], row["total"]) == ("pass", 19, 19), row

@@ -93,7 +93,7 @@ def _limits(cpu_seconds: int) -> None:
 def _copy_course(root: Path, chapter: Chapter, target: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "__snapshots__", "judge", "wire")
     shutil.copytree(root / "course", target / "course", ignore=ignore)
-    earlier = {c.module for c in CHAPTERS[: CHAPTERS.index(chapter)]}
+    earlier = {c.module for c in CHAPTERS[: CHAPTERS.index(chapter)]} | set(chapter.runs_in)
     (target / "checkpoints").mkdir()
     for item in (root / "checkpoints").iterdir():
         if item.name == "__init__.py" or (item.suffix == ".py" and item.stem in earlier):

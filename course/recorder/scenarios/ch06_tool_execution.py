@@ -261,8 +261,19 @@ def loop_with(execute_tool_call) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    module.execute_core_tool_call = execute_tool_call
+    # The loop imports its chapter 06 by name: here that is `execute_tool_call`, and the reference chapter 06
+    # is never imported (a graded copy does not even hold it).
+    chapter06 = "checkpoints.ch06_tool_execution"
+    stand_in, kept = ModuleType(chapter06), sys.modules.get(chapter06)
+    stand_in.execute_tool_call = execute_tool_call
+    sys.modules[chapter06] = stand_in
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if kept is None:
+            del sys.modules[chapter06]
+        else:
+            sys.modules[chapter06] = kept
     _loops[id(execute_tool_call)] = (execute_tool_call, module)
     return module
 
