@@ -20,6 +20,7 @@ import importlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,11 @@ class Selection:
         return args + ([f"-k={self.keyword}"] if self.keyword else [])
 
 
+# An absolute path in what a run showed (a traceback's file, a temporary directory) names where it ran, not
+# what it did: evidence keeps it as <path>.
+_PATH = re.compile(r"(?<![\w.])/(?:[^\s\"'\\,:)]+/)+[^\s\"'\\,:)]*")
+
+
 def evidence_key(*, generated: bool, status: str, divergence: dict | None, problem: str | None,
                  broken: list[str] = ()) -> str:
     """What a failing scenario shows, reduced to what identifies a mistake: the first divergent line
@@ -146,7 +152,7 @@ def evidence_key(*, generated: bool, status: str, divergence: dict | None, probl
         return "generated"
     if divergence:
         key = f"{divergence['section']} {divergence['index']}: {divergence['expected']} → {divergence['got']}"
-        return key + "".join(f" | broken: {line}" for line in broken)
+        return _PATH.sub("<path>", key + "".join(f" | broken: {line}" for line in broken))
     if status == "timeout":
         return "timeout"
     kind = (problem or "").split(":", 1)[0].strip() or "?"
