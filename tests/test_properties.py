@@ -36,3 +36,24 @@ def test_the_checker_reports_and_never_crashes_on_a_broken_loops_output():
     import generated_runs
 
     generated_runs.the_checker_reports_and_never_crashes()
+
+
+def test_pinned_plans_run_first_and_the_reference_keeps_its_promises_on_them():
+    """Cases a wrong loop was once found to pass, which drawn plans reach only by luck: every run includes them."""
+    import asyncio
+
+    from checkpoints import ch07_agent_loop as reference
+    from course.judge import differential
+    from course.judge.render import render_record
+
+    sections = [s for s in ("pure_stop", "round_trip", "terminals", "concurrent", "abort")
+                if differential.pinned_plans("ch07_agent_loop", s)]
+    assert sections == ["terminals", "abort"]
+    for section in sections:
+        pinned = differential.pinned_plans("ch07_agent_loop", section)
+        assert differential.draw_plans("ch07_agent_loop", section)[: len(pinned)] == pinned
+        assert differential.draw_plans("ch07_agent_loop", section, seed=7)[: len(pinned)] == pinned
+        for plan in pinned:
+            with asyncio.Runner() as runner:
+                rendered = render_record(differential.run_plan("ch07_agent_loop", plan, lambda name: reference, runner))
+            assert "invariants       hold" in rendered, rendered

@@ -87,7 +87,7 @@ def same_plans_everywhere() -> Iterator[None]:
 def _settings(count: int, *, shrink: bool):
     from hypothesis import HealthCheck, Phase, settings
 
-    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    phases = [Phase.explicit, Phase.generate, Phase.shrink] if shrink else [Phase.explicit, Phase.generate]
     return settings(max_examples=count, deadline=None, database=None, derandomize=False, phases=phases,
                     print_blob=False, suppress_health_check=list(HealthCheck))
 
@@ -152,6 +152,18 @@ def draw_plans(module: str, section: str, *, seed: int | None = None, multiplier
                    lambda: _draw_plans(module, section, seed=seed, multiplier=multiplier))
 
 
+PINNED = Path(__file__).with_name("scenarios") / "pinned"
+
+
+def pinned_plans(module: str, section: str) -> list[dict]:
+    """The section's pinned plans (`scenarios/pinned/<module>.json`: {section: [{"why", "plan"}]}): cases a
+    wrong implementation was once found to pass that drawn plans reach only by luck, run first, always."""
+    path = PINNED / f"{module}.json"
+    if not path.exists():
+        return []
+    return [entry["plan"] for entry in json.loads(path.read_text(encoding="utf-8")).get(section, [])]
+
+
 def _draw_plans(module: str, section: str, *, seed: int | None, multiplier: int) -> list[dict]:
     from hypothesis import given
     from hypothesis import seed as with_seed
@@ -167,7 +179,7 @@ def _draw_plans(module: str, section: str, *, seed: int | None, multiplier: int)
 
     with _drawing, same_plans_everywhere():
         collect()
-    return found
+    return pinned_plans(module, section) + found
 
 
 _one_at_a_time = threading.Lock()  # the runtime's clock is one for the process: runs must not overlap
@@ -227,15 +239,21 @@ class SectionStopped(BaseException):
 
 def compare_section(module: str, section: str) -> None:
     """Plain pytest: every plan of the section on the implementation under test and on the reference."""
-    from hypothesis import given, note
+    from hypothesis import example, given, note
     from hypothesis import seed as with_seed
 
     name, hunt_seed = profile()
     strategy = judge_scenarios.for_chapter(module).STRATEGIES[section]
     runner = asyncio.Runner()
 
+    def pinned(test):
+        for plan in reversed(pinned_plans(module, section)):  # (decorators apply bottom-up: keep the file's order)
+            test = example(plan)(test)
+        return test
+
     @with_seed(section_seed(module, section, hunt_seed))
     @_settings(examples(module, section, PROFILES[name]), shrink=True)
+    @pinned
     @given(strategy)
     def check(plan):
         try:
