@@ -416,6 +416,20 @@ def _before_hanging():
         "output_numbers": forging(REFERENCE, {"scenario": FIRST, "event": "start"},
                                   {"scenario": FIRST, "event": "end", "outcome": "failed", "output": [1, 2]}),
         "deep_json": forging(REFERENCE, "[" * 100000),
+        # Leaves a chain of directories 3,000 deep beside its record: more than Python's own remover can take.
+        "deep_tree": REFERENCE + FORGE + """
+import os as _os
+_fd = _os.open(_os.path.dirname(_course_arg("--course-record=")), _os.O_RDONLY)
+for _n in range(3000):
+    try:
+        _os.mkdir("d", dir_fd=_fd)
+    except FileExistsError:
+        pass
+    _next = _os.open("d", _os.O_RDONLY, dir_fd=_fd)
+    _os.close(_fd)
+    _fd = _next
+_os.close(_fd)
+""",
         # Says a generated scenario started a plan past its plans, then hangs there.
         "plan_out_of_range": in_the_loop(REFERENCE + FORGE + forge_a_plan, in_a_generated_scenario),
     }.items():
@@ -606,6 +620,7 @@ def test_malformed_record_lines_are_the_submissions_errors_and_the_table_is_writ
     assert code == 0 and "Traceback" not in out, out
     rows = grades.table("malformed")
     assert rows["honest"]["status"] == "pass" and rows["deep_json"]["status"] == "pass"  # a line not JSON is no line
+    assert rows["deep_tree"]["status"] == "pass"  # what it left beside its record is removed, not the end of the grade
     assert rows["kind_unhashable"]["scenarios"][FIRST] == "failed"
     for name in ("where_not_text", "output_numbers"):
         assert rows[name]["status"] == "fail" and rows[name]["scenarios"][FIRST] == "error", rows[name]

@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -84,6 +83,7 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
         grade.status, grade.problem = "error", run.judge_errors[0]
     elif run.import_errors:
         grade.status, grade.problem = "broken", import_message(run, inside=student)
+        grade.points = 0.0  # a module that does not import earns nothing, whatever else its records claim
     elif run.passed:
         grade.status = "pass"
     elif run.timed_out:
@@ -111,7 +111,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
     if not module.is_file():
         # Without the module, carry-forward would quietly grade the reference.
         return Grade(folder.name, "missing", problem=f"no {chapter.module}.py in the folder")
-    with tempfile.TemporaryDirectory(prefix="course-grade-", ignore_cleanup_errors=True) as work:
+    with processes.scratch_directory("course-grade-") as work:
         token = secrets.token_hex(8)
         try:
             sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
@@ -146,6 +146,14 @@ def _target(link: Path) -> str:
         return os.readlink(link)[:200]
     except OSError as error:
         return f"somewhere it cannot read: {error.strerror}"
+
+
+def graded(chapter: Chapter, folder: Path, **options) -> Grade:
+    """`grade_one`, and whatever escapes it (its clean-up included) is the submission's row, not the end of the grade."""
+    try:
+        return grade_one(chapter, folder, **options)
+    except Exception as error:  # RecursionError too: a tree thousands of levels deep, say
+        return Grade(folder.name, "error", problem=f"the judge failed on it: {_said(error)}")
 
 
 def _said(error: BaseException) -> str:
@@ -203,7 +211,7 @@ def grade(args: argparse.Namespace) -> int:
         results.mkdir(parents=True, exist_ok=True)
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
-        pending = [pool.submit(grade_one, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
+        pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
                                isolate=isolate, plans=plans, wanted=wanted, results=results) for folder in folders]
         try:
             for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",

@@ -13,9 +13,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,3 +181,28 @@ def _reap(pid: int, patience: float = 2.0) -> None:
         except ChildProcessError:
             return
         time.sleep(0.005)
+
+
+@contextlib.contextmanager
+def scratch_directory(prefix: str) -> Iterator[Path]:
+    """A temporary directory for a child's run, removed afterwards whatever the child left in it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        remove_tree(path)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove `path` and everything below it; never raises. A child may leave a tree thousands of levels
+    deep, which Python's own remover (recursive) cannot take: `rm -rf` walks it without recursion."""
+    try:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if os.path.lexists(path):
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        except RecursionError:
+            pass

@@ -19,7 +19,6 @@ import shlex
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -357,8 +356,7 @@ def judge_chapter(
                 refuse(name, problem)
             return current
 
-    with tempfile.TemporaryDirectory(prefix="course-judge-") as scratch_name:
-        scratch = Path(scratch_name)
+    with processes.scratch_directory("course-judge-") as scratch:
         plans_file = scratch / "plans.json"
         # ASCII: a plan may hold text that is not UTF-8 (chapter 08's invalid bytes), escaped in JSON.
         plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans}), encoding="ascii")
