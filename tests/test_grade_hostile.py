@@ -173,11 +173,13 @@ class Grades:
             "shard1": ["07", str(self.sharded), "--shard", "1/2", "--json", "shard1.json"],
             "shard2": ["07", str(self.sharded), "--shard", "2/2", "--json", "shard2.json"],
             # Submissions hostile to the judge itself (results under results/: the checkout's digest skips it).
-            "malformed": ["07", judged[0], "--scenario-timeout", "2", "--timeout", "60", "--jobs", "2",
+            # Their honest neighbours must pass however loaded the machine: limits no honest scenario reaches
+            # beside a dozen grading children on two cores (what hangs is stopped by them all the same).
+            "malformed": ["07", judged[0], "--scenario-timeout", "10", "--timeout", "120", "--jobs", "2",
                           "--json", "malformed.json", "--results", "results/malformed"],
-            "tampered": ["07", judged[1], "--scenario-timeout", "2", "--timeout", "60", "--jobs", "2",
+            "tampered": ["07", judged[1], "--scenario-timeout", "10", "--timeout", "120", "--jobs", "2",
                          "--json", "tampered.json", "--results", "results/tampered"],
-            "fifo": ["07", judged[2], "--scenario-timeout", "2", "--timeout", "60", "--json", "fifo.json"],
+            "fifo": ["07", judged[2], "--scenario-timeout", "10", "--timeout", "120", "--json", "fifo.json"],
             "spoof": ["07", judged[3], "--jobs", "1", "--json", "spoof.json", "--out", "results/spoof.csv",
                       "--results", "results/spoof"],
             "daemon": ["07", judged[4], "--no-sandbox", "--jobs", "1", "--json", "daemon.json"],
