@@ -163,6 +163,8 @@ class Grades:
         self.cache = poisoned_cache(workspace / "poisoned-cache")
         env = {**os.environ, "TINY_PI_TEST_SECRET": SECRET, "OPENAI_API_KEY": SECRET}
         judged = [str(self.judged[name]) for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned")]
+        self.scratch = workspace / "malformed-tmp"
+        self.scratch.mkdir()
         self.children: dict[str, subprocess.Popen] = {}
         for name, args in {
             "hostile": ["07", str(self.hostile), "--timeout", "120", "--scenario-timeout", "8", "--jobs", "2",
@@ -186,8 +188,10 @@ class Grades:
             "poisoned": ["07", judged[5], "--json", "poisoned.json"],
             "chapter06": ["06", str(self.chapter06), "--json", "chapter06.json"],
         }.items():
+            own_tmp = {"TMPDIR": str(self.scratch)} if name == "malformed" else {}  # what it leaves there, test sees
             self.start(name, ["-m", "course", "grade", *args],
-                       {**env, differential.CACHE_ENV: str(self.cache)} if name == "poisoned" else env)
+                       {**env, **own_tmp, differential.CACHE_ENV: str(self.cache)} if name == "poisoned"
+                       else {**env, **own_tmp})
         self.start("check_malformed", ["-m", "course", "check", "07", "--impl", str(self.judged["check"]),
                                        "--json", "results/check.json"], env)
         self.start("judge_fails", ["-c", JUDGE_FAILS_ON_BOOM, "07", str(self.judged["boom"]), "--jobs", "1",
@@ -623,6 +627,7 @@ def test_malformed_record_lines_are_the_submissions_errors_and_the_table_is_writ
     rows = grades.table("malformed")
     assert rows["honest"]["status"] == "pass" and rows["deep_json"]["status"] == "pass"  # a line not JSON is no line
     assert rows["deep_tree"]["status"] == "pass"  # what it left beside its record is removed, not the end of the grade
+    assert list(grades.scratch.iterdir()) == []  # every submission's scratch directory, the deep one's included
     assert rows["kind_unhashable"]["scenarios"][FIRST] == "failed"
     for name in ("where_not_text", "output_numbers"):
         assert rows[name]["status"] == "fail" and rows[name]["scenarios"][FIRST] == "error", rows[name]
