@@ -191,23 +191,32 @@ def scratch_directory(prefix: str) -> Iterator[Path]:
         remove_tree(path)
 
 
+def run_own(command: list[str], timeout: float) -> str:
+    """Run a helper command of the judge's (not a submission's) to its end, within `timeout` seconds; what
+    it printed, or "" if it could not run. Started as the judge's own child: no other thread's sweep for
+    orphans ends it."""
+    try:
+        with starting():
+            child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, errors="replace")
+            adopt(child.pid)
+    except OSError:
+        return ""
+    try:
+        printed, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        printed = ""
+    finally:
+        child.kill()
+        child.wait()
+        release(child.pid)
+    return printed
+
+
 def remove_tree(path: Path) -> None:
     """Remove `path` and everything below it; never raises. A child may leave a tree thousands of levels
     deep, which Python's own remover (recursive) cannot take: `rm -rf` walks it without recursion."""
-    try:
-        with starting():  # (the judge's own child: another thread's sweep for orphans must not end it)
-            remover = subprocess.Popen(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            adopt(remover.pid)
-        try:
-            remover.wait(timeout=120)
-        finally:
-            if remover.poll() is None:
-                remover.kill()
-                remover.wait()
-            release(remover.pid)
-    except (OSError, subprocess.SubprocessError):
-        pass
+    run_own(["rm", "-rf", "--one-file-system", "--", str(path)], timeout=120)
     if os.path.lexists(path):
         try:
             shutil.rmtree(path, ignore_errors=True)

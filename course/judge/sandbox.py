@@ -21,7 +21,6 @@ import os
 import resource
 import shutil
 import site
-import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass, field
@@ -56,22 +55,7 @@ def bubblewrap() -> str | None:
 @functools.lru_cache(maxsize=None)
 def knows_size(bwrap: str) -> bool:
     """Whether this bubblewrap takes `--size` (0.8 and later)."""
-    try:
-        with processes.starting():  # (a child of the judge's own: no sweep for orphans may end it)
-            child = subprocess.Popen([bwrap, "--help"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-            processes.adopt(child.pid)
-    except OSError:
-        return False
-    try:
-        shown, _ = child.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        shown = ""
-    finally:
-        child.kill()
-        child.wait()
-        processes.release(child.pid)
-    return "--size" in shown
+    return "--size" in processes.run_own([bwrap, "--help"], timeout=10)
 
 
 def _sized(bwrap: str, size: int) -> list[str]:
