@@ -27,7 +27,7 @@ from course.judge import differential, processes
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
 from course.judge.sandbox import MARK, Sandbox, bubblewrap, knows_size
-from course.judge.session import ChapterRun, judge_chapter
+from course.judge.session import ChapterRun, judge_chapter, said
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
 from course.manifest import Chapter, find_chapter
@@ -116,7 +116,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         try:
             sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
         except Exception as error:
-            return Grade(folder.name, "error", problem=f"the judge could not prepare its sandbox: {_said(error)}")
+            return Grade(folder.name, "error", problem=f"the judge could not prepare its sandbox: {said(error)}")
         try:
             run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
                                 prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted)
@@ -127,7 +127,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
                 report.update({"submission": folder.name, "gradeStatus": grade.status, "points": grade.points,
                                "maxPoints": grade.max_points, "sections": grade.sections})
         except Exception as error:
-            return Grade(folder.name, "error", problem=f"the judge failed on its records: {_said(error)}")
+            return Grade(folder.name, "error", problem=f"the judge failed on its records: {said(error)}")
         finally:
             processes.end_marked(MARK, token)  # whatever it started and left behind
             processes.end_orphans()  # and what left its parents, the judge's mark and its session behind
@@ -152,12 +152,8 @@ def graded(chapter: Chapter, folder: Path, **options) -> Grade:
     """`grade_one`, and whatever escapes it (its clean-up included) is the submission's row, not the end of the grade."""
     try:
         return grade_one(chapter, folder, **options)
-    except Exception as error:  # RecursionError too: a tree thousands of levels deep, say
-        return Grade(folder.name, "error", problem=f"the judge failed on it: {_said(error)}")
-
-
-def _said(error: BaseException) -> str:
-    return f"{type(error).__name__}: {str(error)[:300]}"
+    except Exception as error:  # e.g. a results file its text cannot be written to
+        return Grade(folder.name, "error", problem=f"the judge failed on it: {said(error)}")
 
 
 def shard_of(folders: list[Path], shard: str | None) -> list[Path]:

@@ -348,7 +348,7 @@ def judge_chapter(
         try:
             return received.take(line, run, by_name, plans, verdicts, decide, refuse, current)
         except Exception as error:  # a bug of the judge's: the line's scenario (or the run) is not judged
-            problem = f"the judge failed on its records: {type(error).__name__}: {str(error)[:300]}"
+            problem = f"the judge failed on its records: {said(error)}"
             if problem not in run.judge_errors:
                 run.judge_errors.append(problem)
             name = line.get("scenario")
@@ -516,6 +516,11 @@ class _Received:
         elif line["event"] == "imported":
             run.importing = None
         return current
+
+
+def said(error: BaseException) -> str:
+    """An exception of the judge's own in one line: its type and the start of its message."""
+    return f"{type(error).__name__}: {str(error)[:300]}"
 
 
 def _brief(value: object) -> str:
