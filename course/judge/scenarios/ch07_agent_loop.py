@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from course.judge.invariants import _check_events, _check_requests, _check_transcript, _key, check_pairing
 from course.judge.timeline import event_line, json_text, message_row, request_row
+from course.recorder.scenarios.ch07_agent_loop import answers_own_texts
 
 RUNNING = ["succeed", "succeed", "succeed", "succeed", "raise", "raise_empty", "report_error", "not_json", "garbage"]
 INJECTED_ONLY = ["wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool"]
@@ -233,7 +234,7 @@ def _executors_own(content: Any, call_id: str) -> bool:
     """Whether `content` holds a text the malformed answer itself carried: the loop's wording is free, but
     passing the answer on as the error result is keeping it."""
     texts = {block.get("text") for block in content if isinstance(block, dict)} if isinstance(content, list) else set()
-    return bool(texts & {f"{call_id} done", "not yours", "not mine", "ok"})
+    return bool(texts & answers_own_texts(call_id))
 
 
 def _lines(render, items: Any, what: str) -> list[str]:

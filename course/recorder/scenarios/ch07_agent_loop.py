@@ -58,6 +58,18 @@ REFUSED = ("bad_arguments", "unknown_tool")
 HOLDING = ("hold", "ignore_cancel", "watch")
 LOOSE = ("wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool", "garbage", "not_json")
 """An injected executor's answers the loop must refuse: the error result's wording is the loop's own."""
+NOT_YOURS, NOT_MINE, OK = "not yours", "not mine", "ok"
+"""The texts of the answers that are another call's or another tool's, and of output that is not JSON."""
+
+
+def done_text(call_id: str) -> str:
+    """What a call's tool (or its executor's malformed answer) says when it has done its work."""
+    return f"{call_id} done"
+
+
+def answers_own_texts(call_id: str) -> set[str]:
+    """Every text a malformed answer for `call_id` carries: a loop that passes one on has kept the answer."""
+    return {done_text(call_id), NOT_YOURS, NOT_MINE, OK}
 SYSTEM_PROMPT = "You are tiny-pi."
 STALE_TOOLS = [{"name": "stale", "description": "left over from an earlier run", "parameters": {"type": "object"}}]
 GATE_TURNS = 200
@@ -194,7 +206,7 @@ class PlanModel:
 
     def _holding(self, n: int, answer: dict):
         async def hold(request):
-            if self.state.get("cancelled"):
+            if self.state["cancelled"]:
                 self.state["answerReadAfterCancel"] = True  # the loop went on reading a cancelled run's answer
             self.state["modelHolding"] = n
             for _ in range(HOLD_TURNS):
@@ -233,7 +245,7 @@ class PlanModel:
 async def run_plan(plan: dict, load) -> dict:
     loop = load("ch07_agent_loop")
     controller = AbortController()
-    state: dict = {"modelHolding": None}
+    state: dict = {"modelHolding": None, "cancelled": False}
     calls = {call["id"]: call for step in plan["steps"] for call in step["calls"]}
     step_of = {call["id"]: n for n, step in enumerate(plan["steps"], 1) for call in step["calls"]}
     batches: dict[str, Batch] = {}
@@ -296,21 +308,21 @@ async def run_plan(plan: dict, load) -> dict:
                 if does == "abort":
                     controller.abort(f"{call_id} stopped the run")
                 if does == "not_json":
-                    return make_result([text("ok"), {"type": "text", "text": {1, 2}}], False)
+                    return make_result([text(OK), {"type": "text", "text": {1, 2}}], False)
                 if does == "garbage":
-                    return f"{call_id} done"
+                    return done_text(call_id)
                 if does == "wrong_call":
                     siblings = [c["id"] for c in plan["steps"][step_of[call_id] - 1]["calls"] if c["id"] != call_id]
-                    return tool_result(tool_call((siblings or ["someone-else"])[0], "probe", {}), [text("not yours")])
+                    return tool_result(tool_call((siblings or ["someone-else"])[0], "probe", {}), [text(NOT_YOURS)])
                 if does == "wrong_tool":
-                    return tool_result(tool_call(call_id, "other", {}), [text("not mine")])
+                    return tool_result(tool_call(call_id, "other", {}), [text(NOT_MINE)])
                 if does == "wrong_role":
-                    return {**make_result([text(f"{call_id} done")], False), "role": "assistant"}
+                    return {**make_result([text(done_text(call_id))], False), "role": "assistant"}
                 if does == "no_content":
-                    return {k: v for k, v in make_result([text(f"{call_id} done")], False).items() if k != "content"}
+                    return {k: v for k, v in make_result([text(done_text(call_id))], False).items() if k != "content"}
                 if does == "error_not_bool":
-                    return {**make_result([text(f"{call_id} done")], False), "isError": "no"}
-                return make_result([text(f"{call_id} done")], does == "report_error")
+                    return {**make_result([text(done_text(call_id))], False), "isError": "no"}
+                return make_result([text(done_text(call_id))], does == "report_error")
             finally:
                 batch.finished(call_id)
         finally:
@@ -377,7 +389,6 @@ async def run_plan(plan: dict, load) -> dict:
     already = asyncio.all_tasks()  # whoever runs this plan (another chapter's recorder) is not the run's to clean up
     task = asyncio.create_task(run())
     cancel = plan.get("cancel")
-    cancelled = False
 
     def cancel_due() -> bool:
         if cancel["during"] == "streaming":
@@ -390,9 +401,9 @@ async def run_plan(plan: dict, load) -> dict:
     for _ in range(RUN_TURNS):  # turns of the event loop, never time
         if task.done():
             break
-        if cancel is not None and not cancelled and cancel_due():
+        if cancel is not None and not state["cancelled"] and cancel_due():
             task.cancel()
-            cancelled = state["cancelled"] = True
+            state["cancelled"] = True
         await asyncio.sleep(0)
 
     left = [t for t in asyncio.all_tasks() if t is not me and t is not task and t not in already and not t.done()
