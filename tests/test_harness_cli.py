@@ -29,7 +29,7 @@ LOOP = find_chapter("07")
 REFERENCE_LOOP = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8")
 # Seconds per submission. The honest ones must never reach it however loaded the machine is; the one
 # that hangs in every batch always does (each of its scenarios takes the scenario limit).
-GRADE_TIMEOUT, WALL_TIMEOUT = 240, 8
+GRADE_TIMEOUT, WALL_TIMEOUT = 240, 20
 
 
 def variant(find: str, replace: str, *also: tuple[str, str]) -> str:
@@ -434,9 +434,13 @@ def test_grade_stops_a_submission_at_its_wall_time(runs):
         (row,) = csv.DictReader(table)
     assert (row["submission"], row["status"]) == ("flo", "timeout")
     assert row["problem"].endswith(f"the whole run was stopped at {WALL_TIMEOUT} s"), row["problem"]
-    # Every tool scenario takes its 2 s limit: far more than 8 s in all, so some never ran.
-    not_run = [name for name, status in row.items() if status == "not run"]
-    assert not_run and int(row["passed"]) < len(runs.scenarios) - len(not_run)
+    # Every tool scenario hangs until its 2 s limit: far more than the wall in all, so some never ran (on a
+    # loaded machine the wall may come before the first one starts). Whatever ran either passed without a
+    # tool call or was stopped; the round trip, whose tool hangs, never passes.
+    statuses = {name: row[name] for name in runs.scenarios}
+    assert "not run" in statuses.values() and set(statuses.values()) <= {"passed", "timeout", "not run"}, statuses
+    assert int(row["passed"]) == list(statuses.values()).count("passed")
+    assert statuses["TestSingleToolRoundTrip::test_readme_round_trip"] in ("timeout", "not run")
 
 
 def test_snapshots_update_reports_what_it_added_changed_and_removed(runs):
