@@ -416,10 +416,15 @@ def check_run(
     try:
         problems = _check_run(input_messages, messages, events, requests, reason, steps, caller_messages_after,
                               system_prompt, definitions, max_steps)
-        return problems + [f"request {_short_repr(n)} was made without the run's signal: an abort cannot stop "
-                           f"that answer" for n in requests_without_signal]
+        return problems + signal_problems(requests_without_signal)
     except Exception as error:  # the arguments themselves are not lists, say: still a report
         return [f"the run could not be read: {type(error).__name__}: {_short_repr(str(error))}"]
+
+
+def signal_problems(requests_without_signal: list[int]) -> list[str]:
+    """The broken promise of each model request (numbered from 1) whose `stream()` lacked the run's signal."""
+    return [f"request {_short_repr(n)} was made without the run's signal: an abort cannot stop that answer"
+            for n in requests_without_signal]
 
 
 def _check_run(input_messages, messages, events, requests, reason, steps, caller_messages_after, system_prompt,

@@ -115,9 +115,9 @@ class Outcome:
     """The failing tests, relative to the test module (`TestX::test_y[param]`)."""
     passed: int
     error: str | None = None
+    """Why the variant could not be judged (a stale patch, a pytest usage error, a timeout)."""
     evidence: dict[str, str] = field(default_factory=dict)
     """What each failing test showed (`evidence_key`): the variant's signature."""
-    """Why the variant could not be judged (a stale patch, a pytest usage error, a timeout)."""
 
     @property
     def killed(self) -> bool:
@@ -399,6 +399,32 @@ def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, s
     return [(v.name, v.full_hint) for v in variants(chapter) if v.name in matched]
 
 
+def gallery_problems(outcomes: list[Outcome]) -> list[str]:
+    """What is wrong with a whole gallery's run besides survivors: the stored signatures that are not
+    what the variants fail now (diagnosis would then name mistakes from stale evidence), and variants
+    that diagnosis does not name from their own evidence (or names from evidence that cannot identify)."""
+    problems = []
+    stored = load_signatures()
+    for number, found in signatures_of(outcomes).items():
+        kept = stored.get(number, {})
+        changed = sorted(name for name in found.keys() | kept.keys() if found.get(name) != kept.get(name))
+        if changed:
+            problems.append(f"chapter {number}: the stored failure signatures of {', '.join(changed)} are not what "
+                            f"{'it fails' if len(changed) == 1 else 'they fail'} now: run `course mutants "
+                            f"--write-signatures` and read the diff")
+    for outcome in outcomes:
+        if outcome.error is not None or not outcome.failed:
+            continue
+        named = [name for name, _ in diagnose(outcome.chapter, outcome.evidence)]
+        if identifying(outcome.evidence) and outcome.variant not in named:
+            problems.append(f"chapter {outcome.chapter}: diagnosis does not name {outcome.variant} from its own "
+                            f"failures (it names {', '.join(named) or 'nothing'})")
+        elif not identifying(outcome.evidence) and named:
+            problems.append(f"chapter {outcome.chapter}: {outcome.variant} fails only in ways that identify no "
+                            f"mistake, yet diagnosis names {', '.join(named)}")
+    return problems
+
+
 def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
     """One line per variant: the tests that killed it, SURVIVED, or why it could not be judged."""
     survivors = [o for o in outcomes if not o.killed]
@@ -468,7 +494,16 @@ def mutants_command(args: argparse.Namespace) -> int:
     if args.write_signatures:
         write_signatures(outcomes)
         print(f"wrote the failure signatures to {SIGNATURES.relative_to(REPO)}")
-    return 0
+        return 0
+    if args.variant or selection != Selection():
+        return 0  # a part of the gallery, or of the tests: its evidence is not the stored signatures'
+    problems = gallery_problems(outcomes)
+    for problem in problems:
+        print(problem)
+    if not problems:
+        print("The stored failure signatures are what the variants fail, and diagnosis names each variant "
+              "its evidence identifies.")
+    return 1 if problems else 0
 
 
 def register(commands) -> None:

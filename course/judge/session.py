@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jsonschema
+
 from course.judge import differential, processes
 from course.judge.index import Expected, expected_scenarios
 from course.judge.render import render_record
@@ -532,81 +534,83 @@ def _brief(value: object) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _check(where: str, value: dict, key: str, kinds: tuple, wanted: str, required: bool = False) -> str | None:
-    """Why `value[key]` is not one of `kinds` (None in `kinds`: null allowed), or None."""
-    if key not in value:
-        return f"{where} has no {key!r}" if required else None
-    item = value[key]
-    if (item is None and None in kinds) or any(kind is not None and isinstance(item, kind) and
-                                               not (kind is int and isinstance(item, bool)) for kind in kinds):
-        return None
-    return f"{where}'s {key!r} is {_brief(item)}, not {wanted}"
+# The shape of each kind of record line the recorder writes (course.recorder.pytest_plugin), as JSON
+# Schema. A `description` is what a value must be, in the words a problem uses ("…'s 'plan' is -1, not
+# a count"). Shapes only: whether a line's evidence is true is for the judge to decide.
+_COUNT = {"type": "integer", "minimum": 0, "description": "a count"}
+_TEXT = {"type": "string", "description": "a text"}
+_NAME = {"type": "string", "description": "a name"}
+_MAYBE_TEXT = {"type": ["string", "null"], "description": "a text"}
+_TEXTS = {"type": "array", "items": {"type": "string", "description": "only texts"}, "description": "a list of texts"}
+RECORD_LINES: dict[str, tuple[str, dict]] = {  # kind: (how a problem names it, its schema)
+    "start": ("a start line", {"properties": {"scenario": _NAME}}),
+    "snapshot": ("a snapshot line", {"required": ["record"], "properties": {"scenario": _NAME, "snapshot": _COUNT}}),
+    "plan": ("a plan line", {
+        "properties": {"scenario": _NAME, "plan": _COUNT, "event": {"const": "start", "description": "'start'"}},
+        "if": {"required": ["event"]}, "then": {}, "else": {"required": ["record"]}}),
+    "end": ("an end line", {
+        "required": ["outcome"],
+        "properties": {"scenario": _NAME,
+                       "outcome": {"enum": ["passed", "failed", "skipped"], "description": "passed, failed or skipped"},
+                       "phase": {"type": "string", "description": "a phase"}, "problem": _MAYBE_TEXT,
+                       "where": {"type": ["string", "null"], "description": "a path and line"},
+                       "output": _TEXTS, "outputLines": _COUNT}}),
+    "importError": ("importError", {
+        "type": "object", "description": "an object", "required": ["module", "problem"],
+        "properties": {"module": {"type": "string", "description": "a module name"},
+                       "file": {"type": ["string", "null"], "description": "a path"},
+                       "line": {"type": ["integer", "null"], "description": "a line number"},
+                       "problem": _TEXT, "text": _MAYBE_TEXT, "missing": _TEXTS}}),
+    "collectionError": ("collectionError", {
+        "type": "object", "description": "an object", "required": ["where", "problem"],
+        "properties": {"where": {"type": "string", "description": "a test id"}, "problem": _TEXT}}),
+    "flag": ("a flag line", {"properties": {"flag": _TEXT}}),
+    "importing": ("an importing line", {
+        "required": ["module"], "properties": {"module": {"type": "string", "description": "a module name"}}}),
+    "finished": ("a finished line", {}),
+}
+# JSON's integers only: 1.0 or true is no count (jsonschema's own "integer" takes 1.0).
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                          type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+                                              "integer", lambda _, value: type(value) is int))
+_VALIDATORS = {kind: _Validator(schema) for kind, (_, schema) in RECORD_LINES.items()}
+RECORD_LINES["imported"] = ("an imported line", RECORD_LINES["importing"][1])
+_VALIDATORS["imported"] = _VALIDATORS["importing"]
 
 
-def _count(where: str, value: dict, key: str, required: bool = False) -> str | None:
-    """Why `value[key]` is not a count (a whole number, 0 or more), or None."""
-    return _check(where, value, key, (int,), "a count", required) or (
-        f"{where}'s {key!r} is {value[key]}, not a count" if key in value and value[key] < 0 else None)
-
-
-def _texts(where: str, value: dict, key: str) -> str | None:
-    """Why `value[key]` is not a list of strings (when present), or None."""
-    if key not in value:
-        return None
-    if not isinstance(value[key], list):
-        return f"{where}'s {key!r} is {_brief(value[key])}, not a list of texts"
-    odd = next((item for item in value[key] if not isinstance(item, str)), "")
-    return None if isinstance(odd, str) else f"{where}'s {key!r} holds {_brief(odd)}, not only texts"
-
-
-def malformed(line: dict) -> str | None:
-    """Why a record line is not of a shape the recorder writes (see course.recorder.pytest_plugin), in
-    words; None if it is one. Shapes only: whether its evidence is true is for the judge to decide."""
+def _kind(line: dict) -> str:
+    """Which kind of record line `line` claims to be (a key of RECORD_LINES), or why it is none."""
     if "scenario" in line:
-        if not isinstance(line["scenario"], str):
-            return f"a line's 'scenario' is {_brief(line['scenario'])}, not a name"
-        if "snapshot" in line:
-            return _count("a snapshot line", line, "snapshot") or (
-                None if "record" in line else "a snapshot line has no 'record'")
-        if "plan" in line:
-            if line.get("event") not in (None, "start"):
-                return f"a plan line's 'event' is {_brief(line.get('event'))}, not 'start'"
-            return _count("a plan line", line, "plan") or (
-                None if "record" in line or line.get("event") == "start" else "a plan line has no 'record'")
-        if line.get("event") == "start":
-            return None
-        if line.get("event") == "end":
-            where = "an end line"
-            if line.get("outcome") not in ("passed", "failed", "skipped"):
-                return f"{where}'s 'outcome' is {_brief(line.get('outcome'))}, not passed, failed or skipped"
-            return (_check(where, line, "phase", (str,), "a phase") or _check(where, line, "problem", (str, None), "a text")
-                    or _check(where, line, "where", (str, None), "a path and line") or _texts(where, line, "output")
-                    or _count(where, line, "outputLines"))
-        return "a scenario line that is no start, snapshot, plan or end"
-    if "importError" in line:
-        error, where = line["importError"], "importError"
-        if not isinstance(error, dict):
-            return f"importError is {_brief(error)}, not an object"
-        return (_check(where, error, "module", (str,), "a module name", True)
-                or _check(where, error, "file", (str, None), "a path")
-                or _check(where, error, "line", (int, None), "a line number")
-                or _check(where, error, "problem", (str,), "a text", True)
-                or _check(where, error, "text", (str, None), "a text") or _texts(where, error, "missing"))
-    if "collectionError" in line:
-        error, where = line["collectionError"], "collectionError"
-        if not isinstance(error, dict):
-            return f"collectionError is {_brief(error)}, not an object"
-        return _check(where, error, "where", (str,), "a test id", True) or \
-            _check(where, error, "problem", (str,), "a text", True)
-    if "flag" in line:
-        return _check("a flag line", line, "flag", (str,), "a text")
-    if line.get("event") in ("importing", "imported"):
-        return _check(f"an {line['event']} line", line, "module", (str,), "a module name", True)
-    if line.get("event") == "finished":
-        return None
+        return "snapshot" if "snapshot" in line else "plan" if "plan" in line else \
+            line["event"] if line.get("event") in ("start", "end") else "a scenario line that is no start, snapshot, plan or end"
+    for key in ("importError", "collectionError", "flag"):
+        if key in line:
+            return key
+    if line.get("event") in ("importing", "imported", "finished"):
+        return line["event"]
     if not line:
         return "an empty object, no kind of line"
     return f"an object with {', '.join(repr(key[:20]) for key in list(line)[:5])}, no kind of line"
+
+
+def malformed(line: dict) -> str | None:
+    """Why a record line is not of a shape the recorder writes (RECORD_LINES), in words; None if it is one."""
+    kind = _kind(line)
+    if kind not in RECORD_LINES:
+        return kind
+    where, _ = RECORD_LINES[kind]
+    value = line[kind] if kind in ("importError", "collectionError") else line
+    error = next(_VALIDATORS[kind].iter_errors(value), None)
+    if error is None:
+        return None
+    path = list(error.path)
+    if error.validator == "required":
+        return f"{where} has no {next(key for key in error.validator_value if key not in error.instance)!r}"
+    wanted = error.schema.get("description", "of the recorder's shape")
+    if not path:
+        return f"{where} is {_brief(error.instance)}, not {wanted}"
+    verb = "holds" if len(path) > 1 else "is"
+    return f"{where}'s {path[0]!r} {verb} {_brief(error.instance)}, not {wanted}"
 
 
 def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float,

@@ -115,7 +115,8 @@ def scenario_snapshot(request: pytest.FixtureRequest):
 # it reached): {"scenario": id, "event": "start"} | {"scenario", "snapshot": n, "record"} |
 # {"scenario", "plan": i, "event": "start"} | {"scenario", "plan": i, "record"} |
 # {"scenario", "event": "end", "outcome", "problem", "where", "output"} | {"importError": {...}} |
-# {"collectionError": {...}} | {"flag": "..."}. The judge trusts none of it beyond what it shows.
+# {"collectionError": {...}} | {"flag": "..."}; each kind's shape is a JSON Schema in
+# course.judge.session.RECORD_LINES. The judge trusts none of it beyond what it shows.
 
 OUTPUT_LINES = 40
 """How many lines of a scenario's own output (print, logging) a record keeps."""

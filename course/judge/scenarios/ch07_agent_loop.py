@@ -25,7 +25,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from course.judge.invariants import _check_events, _check_requests, _check_transcript, _key, check_pairing
+from course.judge.invariants import _check_events, _check_requests, _check_transcript, _key, check_pairing, signal_problems
 from course.judge.timeline import event_line, json_text, message_row, request_row
 from course.recorder.scenarios.ch07_agent_loop import answers_own_texts
 
@@ -316,7 +316,7 @@ def render_plan_run(record: dict) -> str:
 
 def _render(record: dict) -> str:
     try:
-        problems = _problems(record)
+        problems = _problems(record) + signal_problems(record.get("requestsWithoutTheRunsSignal") or [])
     except Exception as error:
         problems = [f"the run cannot be checked ({type(error).__name__}: {error})"]
     outcome = record.get("outcome")
@@ -332,8 +332,6 @@ def _render(record: dict) -> str:
            f"tool executions  {len(record.get('executions') or [])}",
            *([f"without signal   {', '.join(map(str, record['withoutTheRunsSignal']))} (their context lacks the "
               "run's signal)"] if record.get("withoutTheRunsSignal") else []),
-           *([f"without signal   request {', '.join(map(str, record['requestsWithoutTheRunsSignal']))} (model.stream "
-              "was not handed the run's signal)"] if record.get("requestsWithoutTheRunsSignal") else []),
            *(["after cancel     the loop read the model's answer again after the run was cancelled"]
              if record.get("answerReadAfterCancel") else []),
            f"tasks left       {record.get('tasksLeft')}",
