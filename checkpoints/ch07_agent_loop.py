@@ -81,7 +81,7 @@ class AgentLoopOptions:
     signal: AbortSignal | None = None
     """Aborting it stops new model requests; it is also handed to the model and every tool."""
     max_steps: int = 32
-    """How many model requests the run may make."""
+    """How many model requests the run may make: a positive int (anything else is a ValueError at the start)."""
     execute_tool_call: ToolExecutor | None = None
     """Replaces the chapter 06 executor (tests inject probes here)."""
     on_event: Callable[[LoopEvent], None] | None = None

@@ -44,8 +44,8 @@ class SiblingGate:
     the whole batch ended), so rather than hang for ever, the wait gives up once the event loop has
     turned many times, and the call fails saying what did not happen (the run's snapshot shows it)."""
 
-    def __init__(self, sibling: str, missing: str | None = None) -> None:
-        self.missing = missing or f"{sibling} did not run while this call waited for it: the tools ran one after another"
+    def __init__(self, missing: str) -> None:
+        self.missing = missing  # what did not happen, in words: the failing run's snapshot shows it
         self.event = asyncio.Event()
 
     def set(self) -> None:
@@ -148,7 +148,8 @@ class TestNonExecutingTerminals:
 class TestConcurrentTools:
     async def test_fast_finishes_first_results_stay_in_call_order(self, ch07, snapshot):
         """tools run together: tool_end in finishing order, results appended in call order."""
-        slow_may_finish = SiblingGate("fast-call")
+        slow_may_finish = SiblingGate("fast-call's tool_end was not emitted while slow-call waited for it: the tools "
+                                      "ran one after another, or tool_end waited for the whole batch")
 
         def release_slow_after_fast(event):
             if event["type"] == "tool_end" and event["result"]["toolCallId"] == "fast-call":
@@ -170,7 +171,9 @@ class TestConcurrentTools:
         """the batch's tools run at the same time, not one after another, even when they finish in call order."""
         # call-1 waits until call-2 has started, call-2 until call-1 has ended: only a concurrent batch passes,
         # whatever order it appends results in.
-        second_started, first_ended = SiblingGate("call-2"), SiblingGate("call-1")
+        second_started = SiblingGate("call-2 did not start while call-1 waited for it: the tools ran one after another")
+        first_ended = SiblingGate("call-1's tool_end was not emitted while call-2 waited for it: the tools ran one "
+                                  "after another, or tool_end waited for the whole batch")
 
         def note_start(call, context):
             if call["id"] == "call-2":
@@ -198,8 +201,8 @@ class TestConcurrentTools:
             assistant_message([text("一个失败，一个成功。")], "stop"),
         ])
         # call-2 ends after call-1, whichever task the event loop starts first (`course snapshots verify`).
-        call_1_ended = SiblingGate("call-1", "call-1's tool_end was not emitted while call-2 waited for it: "
-                                            "a call's tool_end is emitted as it ends, not when the batch does")
+        call_1_ended = SiblingGate("call-1's tool_end was not emitted while call-2 waited for it: "
+                                   "a call's tool_end is emitted as it ends, not when the batch does")
 
         def release_call_2(event):
             if event["type"] == "tool_end" and event["result"]["toolCallId"] == "call-1":
@@ -213,6 +216,46 @@ class TestConcurrentTools:
         assert (failed["toolCallId"], failed["toolName"], failed["isError"]) == ("call-1", "read", True)
         assert failed["content"] == [text("disk on fire")] and "Traceback" not in str(run.messages)
         assert run.messages[3]["content"] == [text("notes")]
+
+    async def test_two_runs_at_once_keep_their_own_progress(self, ch07, snapshot):
+        """two runs at once, each with a call-1: each run emits its own tool's progress, and only while it runs."""
+        b_started = SiblingGate("run B's call-1 did not start while run A's call-1 waited for it: the two runs "
+                                "did not run at once")
+        a_ended = SiblingGate("run A's tool_end was not emitted while run B's call-1 waited for it")
+        kept = []
+
+        async def execute_a(call, context):
+            kept.append(context.report_progress)
+            await b_started.wait()
+            context.report_progress([text("A reading")])
+            return tool_result(call, [text("A done")])
+
+        async def execute_b(call, context):
+            b_started.set()
+            await a_ended.wait()
+            kept[0]([text("A again, after its call ended")])  # run A's callback, stale: not emitted anywhere
+            context.report_progress([text("B reading")])
+            return tool_result(call, [text("B done")])
+
+        def note_a_ended(event):
+            if event["type"] == "tool_end":
+                a_ended.set()
+
+        def answers():
+            return ScriptedModel([readme.first_answer(), readme.final_answer()])
+
+        run_a, run_b = await asyncio.gather(
+            run_loop(ch07, model=answers(), context=readme.context(), execute_tool_call=execute_a,
+                     on_event=note_a_ended),
+            run_loop(ch07, model=answers(), context=readme.context(), execute_tool_call=execute_b))
+        # Without the messages' JSON: the two runs share the clock, so their timestamps follow how the event
+        # loop interleaves them, which the chapter leaves free.
+        assert run_b.without_messages_json() == snapshot
+        progress = [[e["content"] for e in run.events if e["type"] == "tool_progress"] for run in (run_a, run_b)]
+        assert progress == [[[text("A reading")]], [[text("B reading")]]]
+        assert [[(m["role"], m["content"]) for m in run.messages[2:3]] for run in (run_a, run_b)] == [
+            [("toolResult", [text("A done")])], [("toolResult", [text("B done")])]]
+        assert [(run.reason, run.steps) for run in (run_a, run_b)] == [("stop", 2), ("stop", 2)]
 
 
 @pytest.mark.section("取消与上限")

@@ -159,6 +159,11 @@ def test_every_report_line_of_the_checker_has_a_kind_with_a_hint():
 
 @pytest.mark.parametrize("line, kind", [
     ("request 2 has a different system prompt", "system-prompt"),
+    ("the run changed its options (context): the caller may run them again", "options-changed"),
+    ("the transcript holds the same list or object in 2 places or more: a caller changing one message would "
+     "change another", "shared-objects"),
+    ("request 1 carries 'notes' besides the chapter's systemPrompt, messages and tools: the caller's context "
+     "is not the request", "request-keys"),
     ("request 2 does not carry the registry's tool definitions", "tool-definitions"),
     ("event 7 tool_start for call-1, but the latest assistant message (stopReason length) does not run its calls",
      "tools-on-a-terminal-message"),

@@ -273,6 +273,10 @@ ROUND_TRIP_VIOLATIONS = {
     "request_with_stale_tools": (
         set_item(["requests", 0, "tools"], [{"name": "stale"}]),
         ["request 1 does not carry the registry's tool definitions"]),
+    "request_spreading_the_context": (
+        set_item(["requests", 1, "notes"], {"kept": "by the caller"}),
+        ["request 2 carries 'notes' besides the chapter's systemPrompt, messages and tools: the caller's context "
+         "is not the request"]),
 }
 
 
@@ -357,4 +361,4 @@ def test_a_model_request_made_without_the_runs_signal_is_reported():
     run = round_trip()
     assert check_run(**run) == []
     assert check_run(**run, requests_without_signal=[2]) == [
-        "request 2 was made without the run's signal: an abort cannot stop that answer"]
+        "request 2's model.stream() was not handed the run's own signal (options.signal)"]

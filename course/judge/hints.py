@@ -303,7 +303,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("request-during-batch", (r"^event \d+ starts the next model request while .+ is still running$",),
          "The next model request starts only after the whole batch has ended and its results are appended.",
          (_p07(CONCURRENT, 237, 251), _p07(ROUND_TRIP, 157, 162))),
-    Kind("model-signal", (r"^request .+ was made without the run's signal: an abort cannot stop that answer$",),
+    Kind("model-signal", (r"^request .+'s model\.stream\(\) was not handed the run's own signal \(options\.signal\)$",),
          "Hand the run's signal to every model.stream() call (signal=options.signal): an abort must stop the "
          "answer being streamed, not only the next request.",
          (_p07(FIRST_STREAM, 75, 86), _p07(ABORT, 282, 282))),
@@ -329,6 +329,19 @@ KINDS: tuple[Kind, ...] = (
     Kind("tool-definitions", (r"^request \d+ does not carry the registry's tool definitions$",),
          "Every request carries the Registry's definitions() (never context.tools, which may hold stale ones).",
          (_p07(FIRST_STREAM, 76, 87), _p07(ROUND_TRIP, 162, 162))),
+    Kind("request-keys", (r"^request \d+ carries .+ besides the chapter's systemPrompt, messages and tools",),
+         "A request is built from three things only: context['systemPrompt'], this run's messages and the "
+         "Registry's definitions(); the caller's context is not spread into it.",
+         (_p07(FIRST_STREAM, 76, 87),)),
+    Kind("options-changed", (r"^the run changed its options \(",),
+         "The loop reads its options and never assigns to them (not even options.context): a caller may run "
+         "the same options again.",
+         (_p07(FIRST_STREAM, 65, 74),)),
+    Kind("shared-objects", (r"^the transcript holds the same list or object in \d+ places",),
+         "Every message the run adds is an object of its own, with lists and objects of its own (a skipped "
+         "result's content and details too): one shared between two messages, or kept for the next run, "
+         "changes with the other when the caller changes either.",
+         (_p07(FIRST_STREAM, 65, 74), _p07(LENGTH, 223, 225))),
 )
 
 _COMPILED = [(kind, [re.compile(p) for p in kind.patterns]) for kind in KINDS]

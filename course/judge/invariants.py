@@ -389,6 +389,10 @@ def _check_requests(requests: list[dict], messages: list[dict], first: int, step
             problems.append(f"request {n} has a different system prompt")
         if definitions is not None and _key(request.get("tools")) != _key(definitions):
             problems.append(f"request {n} does not carry the registry's tool definitions")
+        extra = sorted(str(key) for key in request if key not in ("systemPrompt", "messages", "tools"))
+        if extra:
+            problems.append(f"request {n} carries {', '.join(map(_short_repr, extra[:5]))} besides the chapter's "
+                            "systemPrompt, messages and tools: the caller's context is not the request")
     return problems
 
 
@@ -423,7 +427,7 @@ def check_run(
 
 def signal_problems(requests_without_signal: list[int]) -> list[str]:
     """The broken promise of each model request (numbered from 1) whose `stream()` lacked the run's signal."""
-    return [f"request {_short_repr(n)} was made without the run's signal: an abort cannot stop that answer"
+    return [f"request {_short_repr(n)}'s model.stream() was not handed the run's own signal (options.signal)"
             for n in requests_without_signal]
 
 

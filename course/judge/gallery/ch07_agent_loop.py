@@ -234,4 +234,63 @@ MUTANTS = [
            "a tool that ignores the cancellation must not keep the run going: the CancelledError still ends it",
            'if task.cancelling() > cancelling:',
            'if False:'),
+    # Found by a red team: each passed `course check 07` until the scenario that now catches it was added.
+    Mutant("exception-first-argument", "并发工具",
+           "an executor's exception becomes an error result with str(exc) (or the type's name when that is "
+           "empty), not its first argument",
+           'result = error_result(call, str(exc) or type(exc).__name__)',
+           'result = error_result(call, str(exc.args[0]) if exc.args else type(exc).__name__)'),
+    Mutant("exception-named-only-without-args", "并发工具",
+           "an exception whose message is empty (RuntimeError(\"\")) is named by its type too, not only one "
+           "without arguments",
+           'result = error_result(call, str(exc) or type(exc).__name__)',
+           'result = error_result(call, str(exc) if exc.args else type(exc).__name__)'),
+    Mutant("progress-blocks-merged", "单工具往返",
+           "tool_progress carries the content the tool reported as it is: every block, not one merged text",
+           'emit({"type": "tool_progress", "callId": call["id"], "content": content})',
+           'emit({"type": "tool_progress", "callId": call["id"], "content": [{"type": "text", "text": "".join('
+           'block["text"] for block in content)}][: len(content)]})'),
+    Mutant("result-details-not-checked", "单工具往返",
+           "an injected executor's answer must be JSON as a whole (its details too) before the transcript "
+           "keeps it",
+           'check_json(result)  # a transcript is JSON',
+           'check_json(result["content"])  # a transcript is JSON'),
+    Mutant("observer-error-awaits-siblings", "并发工具",
+           "when an observer raises, cancel the tools still running: waiting for them can take for ever",
+           'async with asyncio.TaskGroup() as group:\n'
+           '            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]',
+           'tasks = [asyncio.ensure_future(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]\n'
+           'await asyncio.gather(*tasks, return_exceptions=True)\n'
+           'for task in tasks:\n'
+           '    if task.exception() is not None:\n'
+           '        raise task.exception()'),
+    Mutant("running-calls-in-a-global", "并发工具",
+           "whether a call still runs is the run's own state: two runs at once (or one after another) may "
+           "name their calls alike",
+           'if running:  # progress reported after the call ended belongs to no tool item',
+           'if call["id"] not in ENDED_CALLS:  # progress reported after the call ended belongs to no tool item',
+           also=(('running = False  # also when the call was cancelled: nothing it reports later is emitted',
+                  'ENDED_CALLS.add(call["id"])'),
+                 ('def is_aborted(', 'ENDED_CALLS: set[str] = set()\n\n\ndef is_aborted('))),
+    Mutant("options-context-rebound", "单工具往返",
+           "the loop never assigns to its options: a caller may run the same options again",
+           'messages: list[Message] = copy.deepcopy(options.context["messages"])',
+           'messages: list[Message] = copy.deepcopy(options.context["messages"])\n'
+           'options.context = {**options.context, "messages": messages}'),
+    Mutant("skipped-details-shared", "非执行终态",
+           "each skipped result has details of its own: one dict shared by them all changes with any of them",
+           'skipped = error_result(call, why, details={"skipped": True, "reason": assistant["stopReason"]})',
+           'skipped = error_result(call, why, details=SKIPPED_DETAILS.setdefault(assistant["stopReason"], '
+           '{"skipped": True, "reason": assistant["stopReason"]}))',
+           also=(('def is_aborted(', 'SKIPPED_DETAILS: dict = {}\n\n\ndef is_aborted('),)),
+    Mutant("request-spreads-context", "单工具往返",
+           "a request holds the system prompt, this run's messages and the registry's definitions: nothing "
+           "else of the caller's context",
+           '"systemPrompt": options.context["systemPrompt"],',
+           '**options.context,'),
+    Mutant("model-garbage-crashes-the-loop", "纯文本 stop",
+           "a model whose stream yields something that is not an event, or whose result is not a message, "
+           "becomes an error answer (guard_stream), never a crash of the loop",
+           'stream = guard_stream(lambda: options.model.stream(request, signal=options.signal))',
+           'stream = options.model.stream(request, signal=options.signal)'),
 ]

@@ -45,7 +45,8 @@ FOCUS = {
     "abort": ["tool_end", "tool_progress", "model_event", "assistant_message", "assistant_message", "tool_start"],
 }
 """The events a section's hooks fire at more often than the others: where its mistakes show."""
-TERMINAL = ["stop", "length", "error", "aborted", "model_raises", "stream_fails", "stream_raises", "toolUse"]
+TERMINAL = ["stop", "length", "error", "aborted", "model_raises", "stream_fails", "stream_raises", "stream_garbles",
+            "result_garbles", "toolUse"]
 
 EXAMPLES = {"pure_stop": 25, "round_trip": 30, "terminals": 30, "concurrent": 30, "abort": 40}
 
@@ -108,13 +109,18 @@ def step_plans(draw: "Draw", number: int, world: dict, *, reason: str, calls: tu
             "finishOrder": draw.permutations(running)}
 
 
+def hold_last(step: dict) -> None:
+    """The step's last call to finish runs on instead, until it is cancelled (or for a while, then answers)."""
+    last = step["finishOrder"].pop()
+    next(c for c in step["calls"] if c["id"] == last)["does"] = "hold"
+
+
 def abort_first(step: dict, *, holding_sibling: bool) -> None:
     """The step's first call to finish aborts the run; with `holding_sibling`, its last one runs on until it is
     cancelled (or for a while, then answers anyway): an abort is no reason to cut a running tool short."""
     order = step["finishOrder"]
     if holding_sibling and len(order) >= 2:
-        last = order.pop()
-        next(c for c in step["calls"] if c["id"] == last)["does"] = "hold"
+        hold_last(step)
     if order:
         next(c for c in step["calls"] if c["id"] == order[0])["does"] = "abort"
 
@@ -132,8 +138,8 @@ def plans(draw: "Draw", section: str) -> dict:
     if section == "pure_stop":
         for _ in range(draw.sampled_from([0, 0, 0, 1])):
             steps.append(step_plans(draw, len(steps) + 1, world, reason="toolUse", calls=(1, 2)))
-        reason = draw.sampled_from(["stop"] * 6 + ["error", "model_raises", "stream_fails", "stream_raises", "length",
-                                                   "aborted"])
+        reason = draw.sampled_from(["stop"] * 6 + ["error", "model_raises", "stream_fails", "stream_raises",
+                                                   "stream_garbles", "result_garbles", "length", "aborted"])
         steps.append(step_plans(draw, len(steps) + 1, world, reason=reason, calls=(0, 0)))
     elif section == "round_trip":
         for _ in range(draw.integers(1, 3)):
@@ -190,9 +196,15 @@ def plans(draw: "Draw", section: str) -> dict:
         # An observer raising while the caller cancels: which of the two reaches the caller is asyncio's choice
         # (a TaskGroup prefers the error), not the chapter's, so no plan has both.
         raise_at = None
+    elif raise_at is not None and draw.booleans():
+        # The observer raises while a tool of the busiest batch holds: the loop must cancel it, not wait for it.
+        batches = [step for step in steps if step["stopReason"] == "toolUse" and len(step["finishOrder"]) >= 2]
+        if batches:
+            hold_last(max(batches, key=lambda step: len(step["finishOrder"])))
     max_steps = draw.sampled_from([None, None, None, 1, 2, 3, 4, 6] if section != "abort"
                                   else [None, 1, 1, 2, 2, 3, 4])
     flags = draw.integers(0, 4 * (4 if section == "abort" else 20) - 1)
+    world["contextExtra"] = flags % 3 == 1
     return {**world, "observer": observer, "raiseAt": raise_at, "abortAt": abort_at, "mutateAt": mutate_at,
             "mutateAfter": flags % 4 == 3, "abortBeforeStart": flags // 4 == 1 and cancel is None,
             "maxSteps": max_steps, "cancel": cancel, "steps": steps}
@@ -208,7 +220,7 @@ STRATEGIES = {section: _strategy(section) for section in ("pure_stop", "round_tr
 # --- the notation of a run ------------------------------------------------------------------------
 
 LOOSE_TEXT = "<an error result saying what was wrong with the executor's answer>"
-MODEL_FAILURES = ("model connection reset", "stream cut", "socket closed mid-stream")
+MODEL_FAILURES = ("model connection reset", "stream cut", "socket closed mid-stream", "garbled event", "garbled answer")
 
 
 def _loosen(value: Any, loose: dict) -> Any:
@@ -270,6 +282,13 @@ def _problems(record: dict) -> list[str]:
         problems.append("the caller's context['messages'] was changed")
     if record.get("contextAfter") != "as the caller left it":
         problems.append("the caller's context was changed")
+    options_after = record.get("optionsAfter", "as the caller made them")
+    if options_after != "as the caller made them":
+        changed = ", ".join(map(str, options_after)) if isinstance(options_after, list) else _json(options_after)
+        problems.append(f"the run changed its options ({changed}): the caller may run them again")
+    if record.get("sharedObjects"):
+        problems.append(f"the transcript holds the same list or object in {record['sharedObjects'] + 1} places or "
+                        "more: a caller changing one message would change another")
     if _key(transcript[: len(inputs)]) != _key(inputs):
         problems.append("the transcript does not start with the input messages")
     first = len(inputs)
@@ -334,6 +353,8 @@ def _render(record: dict) -> str:
               "run's signal)"] if record.get("withoutTheRunsSignal") else []),
            *(["after cancel     the loop read the model's answer again after the run was cancelled"]
              if record.get("answerReadAfterCancel") else []),
+           *([f"never stopped    {', '.join(map(str, record['holdersNotStopped']))} (held until they gave up: "
+              "nothing cancelled them)"] if record.get("holdersNotStopped") else []),
            f"tasks left       {record.get('tasksLeft')}",
            f"invariants       {'hold' if not problems else f'{len(problems)} broken'}"]
     out += [f"  broken {n}  {problem}" for n, problem in enumerate(problems, 1)]

@@ -11,22 +11,28 @@ A plan (JSON, drawn by `course.judge.scenarios.ch07_agent_loop`):
    "mutateAfter": bool,             the caller changes its messages (deeply) after the run
    "abortBeforeStart": bool, "maxSteps": int | None (None: the default),
    "cancel": None | {"step": n, "during": "streaming" | "batch"},   the task running the loop is cancelled
+   "contextExtra": bool,            the caller's context holds a key of its own (never part of a request)
    "steps": [{"stopReason": "toolUse" | "stop" | "length" | "error" | "aborted" | "model_raises" | "stream_fails"
-                             | "stream_raises",
+                             | "stream_raises" | "stream_garbles" | "result_garbles",
               "text": bool,
               "calls": [{"id", "does", "before": 0|1, "during": 0-2, "late": bool}],
               "finishOrder": [ids of the calls whose tool runs and does not hold, in the order they finish]}]}
 
-What a call's tool does (`does`): succeed, raise, raise_empty, report_error, abort (aborts the run's signal),
-not_json, garbage (an injected executor's answer that is not a dict; a registry tool's output that is not
+What a call's tool does (`does`): succeed, raise / raise_empty (an exception with a message, or with an
+empty one: which exception, chained or not, follows from the call's id), report_error, abort (aborts the
+run's signal), not_json (in its content or in its details), garbage (an injected executor's answer that is not a dict; a registry tool's output that is not
 one), wrong_call / wrong_tool (an injected executor answering another call's id or another tool's name),
 wrong_role / no_content / error_not_bool (an injected executor's answer for the right call that is not a
 tool result: another role, no content, an isError that is not a bool),
 bad_arguments / unknown_tool (refused by the chapter 06 executor: the tool never runs), hold (runs until
 the task is cancelled), ignore_cancel (the same, but answers anyway when cancelled), watch (runs until the
 run's signal is aborted). Progress: `before` reports come as the tool starts, `during` ones once its turn
-to finish has come, `late` ones through the kept callback after the tool has returned (when a later call
-of the run finishes, and after the run): those must not appear.
+to finish has come (the second of them in two blocks), `late` ones through the kept callback after the tool
+has returned (when a later call of the run finishes, and after the run): those must not appear. A holding
+tool that is never stopped says so in its answer and in the record (`holdersNotStopped`).
+
+After a run, the caller changes what the run returned (every list and object of the messages the run
+added): a loop that hands out the same object twice, or one it keeps for later runs, shows it.
 
 Batches finish in the planned order through asyncio.Event gates that open once every call of the batch has
 started; every wait is bounded by turns of the event loop (never time), so a loop that runs its tools one
@@ -62,6 +68,31 @@ NOT_YOURS, NOT_MINE, OK = "not yours", "not mine", "ok"
 """The texts of the answers that are another call's or another tool's, and of output that is not JSON."""
 
 
+class PlanError(Exception):
+    """A tool's own exception class, whose message is its own `__str__`."""
+
+    def __str__(self) -> str:
+        return f"plan error: {self.args[0]}" if self.args else ""
+
+
+def raised(call_id: str, empty: bool) -> BaseException:
+    """The exception a `raise` (or `raise_empty`) call's tool raises: its text must be `str(exc)`, or the type's
+    name when that is empty, whatever its arguments, cause or notes."""
+    kind = sum(map(ord, call_id)) % 4
+    if empty:
+        return [KeyError(), RuntimeError(""), PlanError(), ValueError("")][kind]
+    if kind == 0:
+        return RuntimeError(f"{call_id} failed")
+    if kind == 1:
+        return KeyError(call_id)  # str() quotes it
+    if kind == 2:
+        return ValueError(call_id, "and a second argument")
+    error = PlanError(call_id)
+    error.__cause__ = OSError(f"{call_id}: the disk below it")
+    error.add_note("a note the text leaves out")
+    return error
+
+
 def done_text(call_id: str) -> str:
     """What a call's tool (or its executor's malformed answer) says when it has done its work."""
     return f"{call_id} done"
@@ -71,6 +102,7 @@ def answers_own_texts(call_id: str) -> set[str]:
     """Every text a malformed answer for `call_id` carries: a loop that passes one on has kept the answer."""
     return {done_text(call_id), NOT_YOURS, NOT_MINE, OK}
 SYSTEM_PROMPT = "You are tiny-pi."
+NOTES = {"kept": "by the caller, for the caller"}
 STALE_TOOLS = [{"name": "stale", "description": "left over from an earlier run", "parameters": {"type": "object"}}]
 GATE_TURNS = 200
 """Turns of the event loop a call waits for its siblings to start before it goes on alone."""
@@ -153,7 +185,7 @@ def _answer(step: dict) -> dict:
     for call in step["calls"]:
         name = "nope" if call["does"] == "unknown_tool" else "probe"
         content.append(tool_call(call["id"], name, {"key": 7 if call["does"] == "bad_arguments" else call["id"]}))
-    reason = step["stopReason"] if step["stopReason"] not in ("model_raises", "stream_fails", "stream_raises") else "stop"
+    reason = step["stopReason"] if step["stopReason"] not in MODEL_FAILURES else "stop"
     error = "upstream failed" if reason in ("error", "aborted") else None
     return assistant_message(content, reason, error_message=error)
 
@@ -162,18 +194,27 @@ async def _stream_cut(request):
     raise ConnectionError("stream cut")
 
 
+MODEL_FAILURES = ("model_raises", "stream_fails", "stream_raises", "stream_garbles", "result_garbles")
+"""The steps whose model breaks the stream contract (the scripted answer is then a `stop` one)."""
+
+
 class PieceStream:
     """A provider's stream of another class than the course's (the loop must guard it): the scripted answer's
-    events with each text in two pieces, or, for `stream_raises`, cut by an exception after its first event."""
+    events with each text in two pieces; for `stream_raises`, cut by an exception after its first event; for
+    `stream_garbles`, a string where its second event should be; for `result_garbles`, a `result()` that is
+    a string, not a message."""
 
-    def __init__(self, inner, raises: bool) -> None:
-        self.inner, self.raises = inner, raises
+    def __init__(self, inner, failure: str | None) -> None:
+        self.inner, self.failure = inner, failure
 
     async def __aiter__(self):
         async for event in self.inner:
-            if self.raises:
+            if self.failure == "stream_raises":
                 yield event
                 raise ConnectionResetError("socket closed mid-stream")
+            if self.failure == "stream_garbles":
+                yield event
+                yield "garbled event"
             if event.get("type") == "text_delta" and len(event["delta"]) > 1:
                 half = len(event["delta"]) // 2
                 yield {**event, "delta": event["delta"][:half]}
@@ -181,7 +222,8 @@ class PieceStream:
             yield event
 
     async def result(self):
-        return await self.inner.result()
+        answer = await self.inner.result()
+        return "garbled answer" if self.failure == "result_garbles" else answer
 
 
 class PlanModel:
@@ -228,9 +270,10 @@ class PlanModel:
         self.scripted.request_count = index
         stream = self.scripted.stream(request, signal=signal)
         self.streams.append(stream)
-        raises = index < len(steps) and steps[index]["stopReason"] == "stream_raises"
+        failure = steps[index]["stopReason"] if index < len(steps) else None
+        failure = failure if failure in ("stream_raises", "stream_garbles", "result_garbles") else None
         # Every second answer comes through a stream of another class, its text in pieces.
-        return PieceStream(stream, raises) if raises or index % 2 == 1 else stream
+        return PieceStream(stream, failure) if failure or index % 2 == 1 else stream
 
     async def close(self) -> None:
         """Finish the answers a run left unread (an observer raised mid-stream, the task was cancelled):
@@ -255,6 +298,7 @@ async def run_plan(plan: dict, load) -> dict:
     executed: list[str] = []
     unsignalled: list[str] = []
     holding: set[str] = set()
+    not_stopped: list[str] = []  # the holding calls that ran out their turns: nothing cancelled them
     returned: set[str] = set()
     late: list[tuple[str, object]] = []  # (call id, its progress callback) of the calls that asked to report late
 
@@ -281,6 +325,7 @@ async def run_plan(plan: dict, load) -> dict:
             raise
         finally:
             holding.discard(call_id)
+        not_stopped.append(call_id)
         return f"{call_id} was not stopped"
 
     async def behave(call_id: str, context, make_result, call: dict | None):
@@ -300,13 +345,13 @@ async def run_plan(plan: dict, load) -> dict:
             await batch.wait_for_turn(call_id)
             try:
                 for n in range(plan_call["during"]):
-                    context.report_progress([text(f"{call_id} progress {n + 1}")])
-                if does == "raise":
-                    raise RuntimeError(f"{call_id} failed")
-                if does == "raise_empty":
-                    raise KeyError()
+                    context.report_progress([text(f"{call_id} progress {n + 1}")] + [text("in two blocks")] * n)
+                if does in ("raise", "raise_empty"):
+                    raise raised(call_id, does == "raise_empty")
                 if does == "abort":
                     controller.abort(f"{call_id} stopped the run")
+                if does == "not_json" and sum(map(ord, call_id)) % 2:
+                    return {**make_result([text(OK)], False), "details": {"ratio": float("nan")}}
                 if does == "not_json":
                     return make_result([text(OK), {"type": "text", "text": {1, 2}}], False)
                 if does == "garbage":
@@ -343,6 +388,8 @@ async def run_plan(plan: dict, load) -> dict:
     context = {"systemPrompt": SYSTEM_PROMPT, "messages": caller_messages}
     if plan["staleTools"]:
         context["tools"] = copy.deepcopy(STALE_TOOLS)
+    if plan.get("contextExtra"):
+        context["notes"] = copy.deepcopy(NOTES)
     context_keys = sorted(context)
     events: list = []
     seen: dict = {}
@@ -382,8 +429,10 @@ async def run_plan(plan: dict, load) -> dict:
                     "loose": {c["id"]: "probe" for c in calls.values()
                               if plan["executor"] == "injected" and c["does"] in LOOSE}}
 
+    loop_options = loop.AgentLoopOptions(**options)
+
     async def run():
-        return await loop.run_agent_loop(loop.AgentLoopOptions(**options))
+        return await loop.run_agent_loop(loop_options)
 
     me = asyncio.current_task()
     already = asyncio.all_tasks()  # whoever runs this plan (another chapter's recorder) is not the run's to clean up
@@ -394,9 +443,12 @@ async def run_plan(plan: dict, load) -> dict:
         if cancel["during"] == "streaming":
             return state["modelHolding"] == cancel["step"]
         mine = [c for c in plan["steps"][cancel["step"] - 1]["calls"] if runs(plan, c)]
-        holders = [c["id"] for c in mine if c["does"] in HOLDING]
+        # A watching call ends by itself once the run is aborted: the cancellation waits for its answer
+        # (else whether it saw the abort first would be the event loop's choice).
+        holders = [c["id"] for c in mine if c["does"] in HOLDING
+                   and not (c["does"] == "watch" and controller.signal.aborted)]
         return bool(holders) and all(h in holding for h in holders) and all(
-            c["id"] in returned for c in mine if c["does"] not in HOLDING)
+            c["id"] in returned for c in mine if c["id"] not in holders)
 
     for _ in range(RUN_TURNS):  # turns of the event loop, never time
         if task.done():
@@ -443,17 +495,19 @@ async def run_plan(plan: dict, load) -> dict:
     if plan["mutateAfter"]:
         change_deeply(caller_messages)
         change_deeply(caller_expects)
-    transcript = jsonable(record.pop("transcript"))
+    result_messages = record.pop("transcript")
+    transcript = jsonable(result_messages)
     requests = [request if isinstance(request, dict) else jsonable(request) for request in model.requests]
     if isinstance(transcript, list):  # a request that saw a prefix of the transcript is recorded as its length
         for request in requests:
             seen = request.get("messages")
             if isinstance(seen, list) and len(seen) <= len(transcript) and seen == transcript[: len(seen)]:
                 request["messages"] = {"transcriptPrefix": len(seen)}
-    if raised_after and isinstance(transcript, list):
+    if raised_after and record["outcome"] == "raised" and isinstance(transcript, list):
         # What the batch's other tools did after the observer raised depends on when the loop cancelled
         # them (a task group at once, a gather a turn later): nothing the chapter promises. Compared:
-        # the events up to the raise, and the results whose tool ended (or was skipped) by then.
+        # the events up to the raise, and the results whose tool ended (or was skipped) by then. (A loop
+        # that went on and returned is shown whole: what it did after the raise is its mistake.)
         events = events[:raised_after[0]]
         answered = {e["result"].get("toolCallId") for e in events if isinstance(e, dict)
                     and e.get("type") in ("tool_end", "tool_skipped") and isinstance(e.get("result"), dict)}
@@ -473,8 +527,61 @@ async def run_plan(plan: dict, load) -> dict:
         contextAfter="as the caller left it" if (sorted(context) == context_keys
                                                  and context.get("systemPrompt") == SYSTEM_PROMPT
                                                  and context.get("messages") is caller_messages
-                                                 and context.get("tools", STALE_TOOLS) == STALE_TOOLS)
+                                                 and context.get("tools", STALE_TOOLS) == STALE_TOOLS
+                                                 and context.get("notes", NOTES) == NOTES)
         else jsonable({key: value for key, value in context.items() if key != "messages"}),
         inputMessages=jsonable(record["inputMessages"]),
+        optionsAfter=_options_changed(loop_options, options),
+        sharedObjects=shared_objects(result_messages),
+        holdersNotStopped=sorted(not_stopped),
     )
+    scribble(result_messages, len(record["inputMessages"]))
     return record
+
+
+def _options_changed(loop_options, given: dict) -> str | list[str]:
+    """Whether the run left its options as the caller made them, or the fields it changed."""
+    changed = [name for name, value in given.items() if getattr(loop_options, name, None) is not value
+               and getattr(loop_options, name, None) != value]
+    return "as the caller made them" if not changed else sorted(changed)
+
+
+def shared_objects(messages: object) -> int:
+    """How many times a list or object of the transcript is met again inside it: each is one object in two
+    places, so a caller changing one message changes another."""
+    if not isinstance(messages, list):
+        return 0
+    seen: set[int] = set()
+    again = 0
+    pending: list = [messages]
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            again += 1
+            continue
+        seen.add(id(value))
+        pending.extend(v for v in (value.values() if isinstance(value, dict) else value) if isinstance(v, (dict, list)))
+    return again
+
+
+SCRIBBLE = "added by an earlier run's caller"
+
+
+def scribble(messages: object, given: int) -> None:
+    """What a caller may do with the messages a run returned: change every list and object of them. A loop
+    that shares an object between two messages, or keeps one for a later run, shows it in what follows."""
+    if not isinstance(messages, list):
+        return
+    seen: set[int] = set()
+    pending = [m for m in messages[given:] if isinstance(m, dict)]
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            pending.extend(v for v in value.values() if isinstance(v, (dict, list)))
+            value["scribbled"] = SCRIBBLE
+        else:
+            pending.extend(v for v in value if isinstance(v, (dict, list)))
+            value.append({"type": "text", "text": SCRIBBLE})
