@@ -222,6 +222,9 @@ class Grades:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, 9)
             child.wait()
+        # A grade stopped before its clean-up (a test run with -k, a failure) leaves the submissions' deep
+        # trees in its scratch directory; pytest's own remover recurses and would fail on them in a later run.
+        subprocess.run(["rm", "-rf", "--", str(self.scratch)], check=False)
 
 
 def plan_feature(plan: dict) -> tuple | None:
