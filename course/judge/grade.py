@@ -191,7 +191,7 @@ def grade(args: argparse.Namespace) -> int:
               "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
     elif isolate and not knows_size(bubblewrap()):
         print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private /tmp "
-              "and HOME are not bounded in size")
+              "and HOME are not bounded in size (and its /dev/shm is read-only)")
     # The plans and the reference's runs of them are computed here, once per grade, in memory, and shared
     # by every submission: never read from the disk cache, which any student code `course check` ran
     # (without a sandbox, as this user) could have rewritten. (Half a second for chapter 07's.)

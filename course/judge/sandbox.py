@@ -41,6 +41,9 @@ TMP_SIZE = 64 * 2**20
 """The size of the private /tmp under bubblewrap (bytes; a tmpfs, so memory)."""
 HOME_SIZE = 64 * 2**20
 """The size of the private HOME under bubblewrap (bytes; a tmpfs, so memory)."""
+SHM_SIZE = 64 * 2**20
+"""The size of the private /dev/shm under bubblewrap (bytes; a tmpfs, so memory). Every other place of
+the sandbox's own is read-only: its root and /dev (bubblewrap makes them as tmpfs, of no bounded size)."""
 OPEN_FILES = 256
 SUBMISSION_LIMIT = 8 * 2**20
 """A submission folder's size at the most (bytes); larger ones are not copied whole."""
@@ -183,9 +186,14 @@ class Sandbox:
         return bubblewrap() if self.isolate else None
 
     def bwrap_command(self, command: list[str]) -> list[str]:
+        # bubblewrap's own root and /dev are tmpfs of no bounded size (half the machine's memory): both are
+        # made read-only once everything is mounted, and the child writes only in places of a bounded size
+        # (/tmp, HOME, /dev/shm; /dev/shm only where bubblewrap takes --size) and in its record directory.
         words = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
                  "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
                  *_sized(self.bwrap, TMP_SIZE), "--tmpfs", "/tmp", "--dir", "/etc"]
+        if knows_size(self.bwrap):
+            words += [*_sized(self.bwrap, SHM_SIZE), "--tmpfs", "/dev/shm"]
         for link in ("bin", "lib", "lib64", "sbin", "lib32"):
             path = Path("/") / link
             if path.is_symlink():
@@ -202,5 +210,5 @@ class Sandbox:
                   *_sized(self.bwrap, HOME_SIZE), "--tmpfs", str(self.home)]
         for path in self.inputs:
             words += ["--ro-bind", path, path]
-        words += ["--chdir", str(self.copy), "--"]
+        words += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(self.copy), "--"]
         return words + command
