@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from course.judge import differential, mutants, starter
+from course.judge import differential, grade, mutants, starter
 from course.judge.index import expected_scenarios
 from course.judge import sandbox
 from course.judge.sandbox import bubblewrap
@@ -368,6 +368,12 @@ if not _os.path.exists(_marker):
 LOOP_HEAD = "async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:\n"
 SPOOF = "\r\x1b[2Kspoof                    pass      28/28      10/10  \x1b[8m"
 """A text that, printed raw on a terminal, rewrites its own row into a pass and hides what follows."""
+FORMULA_FLAG = "@SUM(1+1) lone \ud800 surrogate"
+"""A flag's text a spreadsheet takes for a formula, holding a lone surrogate (no UTF-8 file takes it)."""
+NOT_UTF8 = os.fsdecode(b"x\xff")
+"""A folder's name that is not UTF-8 (as Python reads it: 'x\\udcff')."""
+IMPOSTOR = grade.short_name("M" * 255)
+"""A short, printable name: exactly how the table shortens the 255-character one."""
 DAEMON = f"daemon-{MARK}"
 """In the command line of the daemon a submission leaves behind (unsandboxed)."""
 JUDGE_FAILS_ON_BOOM = r'''
@@ -506,6 +512,9 @@ print("EVIDENCE MiB written:", _json.dumps(_FILLED))
         {"scenario": scenario, "event": "end", "outcome": "failed", "problem": SPOOF})]))
     write(folders["spoof"] / "\x1b[31mred\x1b[0m\r", WRONG)
     write(folders["spoof"] / ("M" * 255), WRONG)
+    write(folders["spoof"] / NOT_UTF8, STUB)
+    write(folders["spoof"] / "=1+1", forging(STUB, {"flag": FORMULA_FLAG}))
+    write(folders["spoof"] / IMPOSTOR, STUB)
 
     write(folders["daemon"] / "a_daemon", REFERENCE + f'''
 import os as _os, sys as _sys
@@ -676,19 +685,47 @@ def test_texts_from_submissions_are_printed_escaped_and_written_as_they_are(grad
     rows = grades.table("spoof")
     assert rows["spoof"]["problem"] == SPOOF and "\x1b[31mred\x1b[0m\r" in rows
     with (grades.course / "results" / "spoof.csv").open(encoding="utf-8", newline="") as table:
-        assert {row["submission"]: row["problem"] for row in csv.DictReader(table)}["spoof"] == SPOOF
+        assert {row["submission"]: row["problem"] for row in csv.DictReader(table)}["spoof"] == "'" + SPOOF  # (see below)
+
+
+def test_texts_no_file_takes_and_formulas_reach_the_files_safe(grades):
+    """A lone surrogate (a flag's text, a folder's name that is not UTF-8) made the grade end with a
+    traceback and no table; a formula reached the CSV as it was. The JSON keeps every text exactly."""
+    code, out = grades.result("spoof")
+    assert code == 0 and "Traceback" not in out, out
+    rows = grades.table("spoof")
+    assert (rows["=1+1"]["status"], rows["=1+1"]["problem"]) == ("flagged", FORMULA_FLAG)
+    assert rows[NOT_UTF8]["status"] == "fail"  # (a stub)
+    with (grades.course / "results" / "spoof.csv").open(encoding="utf-8", newline="") as table:
+        cells = {row["submission"]: row for row in csv.DictReader(table)}
+    assert cells["'=1+1"]["problem"] == "'@SUM(1+1) lone \\ud800 surrogate"
+    assert cells["x\\udcff"]["status"] == "fail"
+    assert not any(cell.startswith(grade.FORMULA) for row in cells.values() for cell in [*row, *row.values()])
+    assert results_of(grades, "spoof", "=1+1")["flags"] == [FORMULA_FLAG]
+    assert results_of(grades, "spoof", NOT_UTF8)["gradeStatus"] == "fail"
+    assert any(line.startswith("x\\udcff~") for line in grades.printed("spoof").splitlines())
 
 
 def test_every_submission_gets_a_results_file_however_long_its_name(grades):
     rows = grades.table("spoof")
     files = list((grades.course / "results" / "spoof").glob("*.json"))
-    assert len(files) == len(rows) == 4 and all(len(path.name.encode()) <= 255 for path in files)
+    assert len(files) == len(rows) == 7 and all(len(path.name.encode()) <= 255 for path in files)
     assert results_of(grades, "spoof", "M" * 255)["gradeStatus"] == rows["M" * 255]["status"] == "fail"
+
+
+def test_a_name_made_like_a_shortened_one_gets_a_row_name_and_results_of_its_own(grades):
+    rows = grades.table("spoof")
+    files = list((grades.course / "results" / "spoof").glob("*.json"))
+    named = sorted(json.loads(path.read_text(encoding="utf-8"))["submission"] for path in files)
+    assert named == sorted(rows), named  # the impostor's results overwrote the long name's
+    assert results_of(grades, "spoof", IMPOSTOR)["gradeStatus"] == rows[IMPOSTOR]["status"] == "fail"
+    shown = [line.split()[0] for line in grades.printed("spoof").splitlines() if line.startswith(("MMMM", "\\x1b"))]
+    assert len(shown) == len(set(shown)) == 3, shown
 
 
 @needs_bubblewrap
 def test_no_sandbox_is_left_a_zombie(grades):
-    grades.result("spoof")  # four submissions, one at a time: each left a bwrap zombie until the grade ended
+    grades.result("spoof")  # seven submissions, one at a time: each left a bwrap zombie until the grade ended
     assert grades.zombies.result() <= 2  # one submission's two bwrap processes, between its end and their reaping
 
 

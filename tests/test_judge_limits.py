@@ -25,6 +25,52 @@ from course.judge.render import render_record
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# --- F4, F6: what a submission wrote reaches the files safe: UTF-8, no formula, bounded ----------------
+
+def test_texts_no_file_takes_are_written_as_their_escapes_and_json_reads_them_back():
+    row = {"submission": "x\udcff", "problem": "lone \ud800 surrogate \\ud800"}
+    text = grade.json_text(row)
+    text.encode("utf-8")  # (raised UnicodeEncodeError: no table, no results file)
+    assert json.loads(text) == row  # exact: JSON's own escape
+
+
+def test_a_csv_cell_is_never_a_formula_and_never_a_lone_surrogate():
+    cells = ["=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1", "honest", "lone \ud800", 10.0, -1]
+    out = io.StringIO()
+    csv.writer(out).writerow([grade.csv_cell(cell) for cell in cells])
+    out.getvalue().encode("utf-8")
+    assert next(csv.reader(io.StringIO(out.getvalue()))) == [
+        "'=1+1", "'+1", "'-1", "'@SUM(A1)", "'\t=1", "'\r=1", "honest", "lone \\ud800", "10.0", "-1"]
+
+
+# --- F7: two names never share a row's name or a results file -------------------------------------
+
+def test_a_name_that_looks_shortened_is_shortened_itself():
+    victim = "v" * 70
+    impostor = grade.short_name(victim)
+    assert len(impostor) == 49 and impostor.isprintable()
+    shown = grade.shown_names([victim, impostor, "honest"])
+    assert len(set(shown.values())) == 3 and shown["honest"] == "honest"
+
+
+def test_names_whose_shortened_forms_collide_take_more_of_their_hash(monkeypatch):
+    monkeypatch.setattr(grade, "hashlib", types.SimpleNamespace(sha256=FixedHash))
+    names = ["a" * 70, "a" * 71, "b"]
+    shown = grade.shown_names(names)
+    assert len(set(shown.values())) == 3, shown
+    assert shown["b"] == "b"
+
+
+class FixedHash:
+    """A SHA-256 stand-in whose first 8 hex digits are the same for every name (a collision found by search)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.real = hashlib.sha256(data).hexdigest()
+
+    def hexdigest(self) -> str:
+        return "00000000" + self.real[8:]
+
+
 # --- F11: a scratch directory is removed whatever permissions a submission left in it -----------------
 
 REMOVE_LOCKED = r"""
