@@ -344,6 +344,7 @@ FIXED = {e.scenario: [p.read_text(encoding="utf-8") for p in e.snapshots]
          for e in expected_scenarios(LOOP, ROOT) if not e.generated}
 """Every fixed scenario's published snapshots, by scenario: what a forger can copy."""
 FIRST = "TestPureStop::test_pure_stop"
+GENERATED = "test_generated[pure_stop]"
 # Writes lines into the submission's own record file: its path is on the recorder's command line.
 FORGE = r'''
 import json as _json, sys as _sys
@@ -419,7 +420,9 @@ def _before_hanging():
     for name, source in {
         "honest": REFERENCE,
         # Each record line below is JSON but not a shape the recorder writes.
-        "kind_unhashable": forging(REFERENCE, {"scenario": FIRST, "snapshot": 0, "record": {"kind": []}}),
+        "kind_unhashable": forging(REFERENCE, {"scenario": FIRST, "event": "start"},
+                                   {"scenario": FIRST, "snapshot": 0, "record": {"kind": []}},
+                                   {"scenario": FIRST, "event": "end", "phase": "call", "outcome": "passed"}),
         "where_not_text": forging(REFERENCE, {"scenario": FIRST, "event": "start"},
                                   {"scenario": FIRST, "snapshot": 0, "record": {"kind": "raised"}},
                                   {**timeout_end, "where": 5}),
@@ -444,6 +447,40 @@ _os.close(_fd)
 """,
         # Says a generated scenario started a plan past its plans, then hangs there.
         "plan_out_of_range": in_the_loop(REFERENCE + FORGE + forge_a_plan, in_a_generated_scenario),
+        # Records that cost the judge more than their size, or more than any scenario's: a loop-run of 3,000
+        # requests (the judge compared each request's messages afresh: 6 s, quadratic), asserted three times
+        # for a scenario of one snapshot (the judge rendered all three); a line of 1.5 MiB (the judge held
+        # ~150 bytes per byte of it); 4.5 MiB of lines for one scenario.
+        "quadratic": STUB + FORGE + f"""
+_N = 3000
+_record = {{"kind": "loop-run", "reason": "stop", "steps": _N, "events": [], "executions": [], "inputMessages": [],
+           "definitions": [], "messagesJson": False,
+           "messages": [{{"role": "assistant", "content": [], "stopReason": "toolUse"}}] * _N,
+           "requests": [{{"messages": [], "tools": [], "systemPrompt": None}}] * _N}}
+_forge({{"scenario": {FIRST!r}, "event": "start"}}, *[{{"scenario": {FIRST!r}, "snapshot": _n, "record": _record}}
+                                                     for _n in range(3)])
+""",
+        "huge_line": REFERENCE + FORGE + f"""
+_forge({{"scenario": {FIRST!r}, "event": "start"}},
+       {{"scenario": {FIRST!r}, "snapshot": 0, "record": {{"kind": "raised", "raised": "x", "message": "x" * 3 * 2**19}}}})
+""",
+        "huge_scenario": STUB + FORGE + f"""
+_forge({{"scenario": {GENERATED!r}, "event": "start"}},
+       *[{{"scenario": {GENERATED!r}, "plan": 0, "record": {{"kind": "raised", "message": "x" * 900 * 2**10}}}}] * 5)
+""",
+        # Twenty import errors of 5,000 characters each: the row's problem was all of them, joined.
+        "long_import_errors": STUB + FORGE + f"""
+_forge(*[{{"importError": {{"module": {LOOP.module!r}, "file": None, "line": None, "problem": "x" * 5000}}}}] * 20)
+""",
+        # An honest loop that prints a line of 2 MiB: the recorder keeps the start of it, within what the judge reads.
+        "chatty": in_the_loop(REFERENCE, """
+global _SAID
+try:
+    _SAID
+except NameError:
+    _SAID = True
+    print("x" * 2**21)
+"""),
     }.items():
         write(folders["malformed"] / name, source)
 
@@ -651,6 +688,22 @@ def test_malformed_record_lines_are_the_submissions_errors_and_the_table_is_writ
                     if test["status"] != "passed"]
     assert generated["name"].startswith("test_generated[") and "plan 1000000000" in generated["problem"], generated
     assert generated["status"] == "error" and rows["plan_out_of_range"]["status"] == "fail"
+
+
+def test_records_larger_than_any_scenarios_are_refused_and_the_row_says_so(grades):
+    rows = grades.table("malformed")
+    assert rows["chatty"]["status"] == "pass", rows["chatty"]  # (what the recorder writes stays within the bounds)
+    quadratic = scenario_of(results_of(grades, "malformed", "quadratic"), FIRST)
+    assert quadratic["status"] == "error", quadratic
+    assert quadratic["problem"] == "malformed record line: a snapshot line past the scenario's 1 snapshot(s)"
+    huge = rows["huge_line"]
+    assert (huge["status"], huge["scenarios"][FIRST], huge["passed"]) == ("fail", "error", 27), huge
+    assert huge["problem"] == (f"1 scenario(s) with records too large to judge, first {FIRST}: a record line of "
+                               f"1.5 MiB: more than any scenario writes (1.0 MiB at the most)")
+    assert scenario_of(results_of(grades, "malformed", "huge_scenario"), GENERATED)["problem"] == \
+        "its record lines take more than 4.0 MiB: more than any scenario writes"
+    assert rows["long_import_errors"]["status"] == "broken"
+    assert len(rows["long_import_errors"]["problem"]) <= grade.PROBLEM_LIMIT + 1  # was 106,000 characters
 
 
 def test_a_judge_failure_on_one_submission_is_its_row_not_the_end_of_the_grade(grades):

@@ -25,6 +25,84 @@ from course.judge.render import render_record
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# --- F2: the invariant checker's work is the size of the record, not its square ------------------------
+
+def forged_requests(n: int) -> dict:
+    """A loop-run record of `n` assistant messages and `n` requests that saw nothing (464 KB at n=4000)."""
+    return {"kind": "loop-run", "reason": "stop", "steps": n, "events": [], "executions": [], "inputMessages": [],
+            "definitions": [], "messagesJson": False,
+            "messages": [{"role": "assistant", "content": [], "stopReason": "toolUse"}] * n,
+            "requests": [{"messages": [], "tools": [], "systemPrompt": None}] * n}
+
+
+class Counted(dict):
+    """A call as a forged record holds it, counting how often the checker looks at it."""
+
+    looks = 0
+
+    def get(self, *args):
+        Counted.looks += 1
+        return super().get(*args)
+
+
+def forged_calls(n: int) -> dict:
+    """One assistant message of `n` calls, their tool_start events in reverse order, their results in order."""
+    calls = [Counted(type="toolCall", id=f"c{i}", name="t", arguments={}) for i in range(n)]
+    return {"kind": "loop-run", "reason": "stop", "steps": 1, "requests": [],
+            "messages": [{"role": "assistant", "content": calls, "stopReason": "toolUse"},
+                         *({"role": "toolResult", "toolCallId": f"c{i}", "toolName": "t", "content": []}
+                           for i in range(n))],
+            "events": [{"type": "assistant_message", "message": {}},
+                       *({"type": "tool_start", "call": {"id": f"c{i}"}} for i in reversed(range(n)))]}
+
+
+@pytest.mark.parametrize("forged", [forged_requests, forged_calls])
+def test_the_checker_reads_a_forged_record_in_the_time_it_takes_to_read_it(forged, monkeypatch):
+    """Counted, not timed: the text the checker serialises to compare values, and its looks at the calls."""
+    serialised, key = [0], invariants._key
+
+    def counting_key(value):
+        text = key(value)
+        serialised[0] += len(text)
+        return text
+
+    monkeypatch.setattr(invariants, "_key", counting_key)
+    record = forged(2000)
+    size = len(json.dumps(record))
+    Counted.looks = 0
+    render_record(record)
+    assert serialised[0] <= 4 * size, (serialised[0], size)  # was 2000 * size / 2 for the requests
+    assert Counted.looks <= 20 * 2000, Counted.looks  # was 2000 * 2000 / 2 for the calls, each event looking for its own
+
+
+# --- F3: a record line is read within LINE_LIMIT bytes, whatever its length --------------------------
+
+def records(tmp_path: Path, data: bytes) -> list:
+    reader = session._Records(tmp_path / "record.jsonl")
+    try:
+        with open(tmp_path / "record.jsonl", "ab") as file:
+            file.write(data)
+        return reader.new_lines()
+    finally:
+        reader.close()
+
+
+def test_a_record_line_longer_than_the_limit_is_skipped_whole_and_said(tmp_path, monkeypatch):
+    monkeypatch.setattr(session, "LINE_LIMIT", 1000)
+    small = json.dumps({"scenario": "a", "event": "start"}).encode()
+    huge = json.dumps({"scenario": "a", "snapshot": 0, "record": {"kind": "raised", "message": "x" * 5000}}).encode()
+    found = records(tmp_path, small + b"\n" + huge + b"\n" + small + b"\n")
+    assert found[0] == small and session.parsed(found[0]) == {"scenario": "a", "event": "start"}
+    assert found[1] == session.Oversized(len(huge) + 1)
+    assert found[2] == small
+    assert found[1].problem == f"a record line of {len(huge) + 1} bytes: more than any scenario writes (1000 bytes at the most)"
+
+
+def test_the_largest_line_any_reference_run_writes_is_far_within_the_limit():
+    """The limits are the reference's needs times a margin (measured: 230 KiB a line, 660 KiB a scenario)."""
+    assert session.LINE_LIMIT >= 4 * 230 * 2**10 and session.SCENARIO_LIMIT >= 6 * 660 * 2**10
+
+
 # --- F4, F6: what a submission wrote reaches the files safe: UTF-8, no formula, bounded ----------------
 
 def test_texts_no_file_takes_are_written_as_their_escapes_and_json_reads_them_back():

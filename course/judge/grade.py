@@ -105,6 +105,9 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
         grade.status = "broken"
         problems = [v.problem for v in run.verdicts if v.problem]
         grade.problem = problems[0] if problems else "no scenario ran"
+    if run.refused and grade.status in ("fail", "timeout"):  # (what the judge would not read, said in the row)
+        grade.problem = "; ".join([grade.problem] * bool(grade.problem) + [
+            f"{len(run.refused)} scenario(s) with records too large to judge, first {run.refused[0]}"])
     if len(grade.problem) > PROBLEM_LIMIT:
         grade.problem = grade.problem[:PROBLEM_LIMIT] + "…"
     return grade
