@@ -101,6 +101,8 @@ import subprocess
 subprocess.Popen(["sleep", "{SLEEP}"], start_new_session=True)
 ''',
         "allocates": REFERENCE + "\n_hoard = bytearray(8 * 2**30)\n",
+        "with_data": REFERENCE,  # (its data file: see Grades)
+        "many_files": REFERENCE,
         "writes_outside": WRONG + f'''
 import os
 for _target in ["{outside}", os.path.expanduser("~/../{MARK}-home"), "{submissions}/{MARK}-beside"]:
@@ -147,6 +149,13 @@ class Grades:
         self.hostile = workspace / "hostile"
         for name, source in hostile(self.course, self.hostile).items():
             write(self.hostile / name, source)
+        # An honest module beside a data file that sorts before it and is larger than a submission may be
+        # (the copy stopped before the module: carry-forward graded the reference, and flagged the row);
+        # and an honest module beside more files than a submission may hold (copied before the clock started).
+        (self.hostile / "with_data" / "a_dataset.bin").write_bytes(bytes(sandbox.SUBMISSION_LIMIT + 2**20))
+        for n in range(sandbox.ENTRY_LIMIT):
+            (self.hostile / "many_files" / "junk" / str(n // 100)).mkdir(parents=True, exist_ok=True)
+            (self.hostile / "many_files" / "junk" / str(n // 100) / str(n)).touch()
         self.before = digest(self.course, self.hostile)
         self.seeded = workspace / "seeded"
         self.seed, feature = find_unpublished_feature()
@@ -292,6 +301,16 @@ def test_the_honest_submission_passes_and_no_cheating_one_does(grades):
     assert rows["allocates"]["status"] == "broken" and "MemoryError" in rows["allocates"]["problem"]
     for name in ("rewrites", "writes_outside", "reads_environment"):
         assert rows[name]["status"] == "fail", (name, rows[name])
+
+
+def test_a_folder_too_large_or_too_full_is_refused_plainly_never_flagged(grades):
+    rows = grades.table("hostile")
+    assert rows["with_data"]["status"] == "broken", rows["with_data"]  # was flagged: the reference, imported
+    assert rows["with_data"]["problem"].startswith("the submission is larger than 8 MiB (9.0 MiB in 2 files, the "
+                                                   "largest a_dataset.bin of 9.0 MiB): it is not graded")
+    assert rows["many_files"]["status"] == "broken", rows["many_files"]  # was pass, copied before the clock
+    assert rows["many_files"]["problem"].startswith(f"the submission holds more than {sandbox.ENTRY_LIMIT} files "
+                                                    "and folders: it is not graded")
 
 
 def test_a_forked_child_holding_the_pipes_does_not_stall_or_fail_the_grade(grades):

@@ -149,6 +149,48 @@ class FixedHash:
         return "00000000" + self.real[8:]
 
 
+# --- F5, F8: a folder too large or too full is refused whole, never graded in part ---------------------
+
+def test_a_submission_over_the_size_limit_is_refused_not_copied_in_part(tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "ch07_agent_loop.py").write_text("x = 1\n")
+    (folder / "a_dataset.bin").write_bytes(b"\0" * (sandbox.SUBMISSION_LIMIT + 1))  # (sorts before the module)
+    with pytest.raises(sandbox.SubmissionRefused, match=r"the submission is larger than 8 MiB .*a_dataset\.bin"):
+        sandbox._copy_submission(folder, tmp_path / "copy")
+
+
+def test_a_submission_of_too_many_files_is_refused_before_anything_is_copied(tmp_path):
+    folder = tmp_path / "sub"
+    (folder / "junk").mkdir(parents=True)
+    (folder / "ch07_agent_loop.py").write_text("x = 1\n")
+    for n in range(sandbox.ENTRY_LIMIT):
+        (folder / "junk" / str(n)).touch()
+    with pytest.raises(sandbox.SubmissionRefused, match=f"more than {sandbox.ENTRY_LIMIT} files and folders"):
+        sandbox._copy_submission(folder, tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()
+
+
+def test_the_chapter_modules_are_copied_first(tmp_path):
+    folder = tmp_path / "sub"
+    (folder / "data").mkdir(parents=True)
+    for name in ("a.txt", "ch07_agent_loop.py", "ch06_tool_execution.py", "data/b.txt"):
+        (folder / name).write_text(name)
+    copied = []
+    real = shutil.copyfile
+
+    def copyfile(source, destination):
+        copied.append(Path(source).name)
+        return real(source, destination)
+
+    sandbox.shutil.copyfile, saved = copyfile, sandbox.shutil.copyfile
+    try:
+        sandbox._copy_submission(folder, tmp_path / "copy")
+    finally:
+        sandbox.shutil.copyfile = saved
+    assert copied[:2] == ["ch06_tool_execution.py", "ch07_agent_loop.py"] and sorted(copied[2:]) == ["a.txt", "b.txt"]
+
+
 # --- F11: a scratch directory is removed whatever permissions a submission left in it -----------------
 
 REMOVE_LOCKED = r"""

@@ -28,7 +28,7 @@ from pathlib import Path
 from course.judge import differential, processes
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
-from course.judge.sandbox import MARK, Sandbox, bubblewrap, knows_size
+from course.judge.sandbox import MARK, Sandbox, SubmissionRefused, bubblewrap, knows_size
 from course.judge.session import ChapterRun, judge_chapter, said
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
@@ -129,6 +129,8 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         token = secrets.token_hex(8)
         try:
             sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
+        except SubmissionRefused as error:
+            return Grade(folder.name, "broken", problem=str(error))
         except Exception as error:
             return Grade(folder.name, "error", problem=f"the judge could not prepare its sandbox: {said(error)}")
         try:
