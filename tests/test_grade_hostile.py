@@ -804,6 +804,10 @@ def test_no_sandbox_is_left_a_zombie(grades):
 def test_a_daemon_without_the_judges_mark_ends_with_its_submission(grades):
     code, out = grades.result("daemon")
     assert code == 0, out
+    # Graded with --no-sandbox: said once, on stderr (the table on stdout stays the table).
+    warned = (grades.workspace / "daemon.err").read_text(encoding="utf-8")
+    assert warned.count("course grade: --no-sandbox: each submission runs as your user") == 1, warned
+    assert "--no-sandbox" not in grades.printed("daemon")
     rows = grades.table("daemon")
     assert (rows["a_daemon"]["status"], rows["b_probe"]["status"]) == ("pass", "pass")
     assert (grades.workspace / "probe.txt").read_text() == "none"  # gone before the next submission began

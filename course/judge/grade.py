@@ -203,10 +203,14 @@ def grade(args: argparse.Namespace) -> int:
     root = course_root()
     processes.become_subreaper()
     isolate = not args.no_sandbox
-    if isolate and bubblewrap() is None:
+    if not isolate:
+        print("course grade: --no-sandbox: each submission runs as your user, with the resource limits and the "
+              "copy only: it can read and write what you can, read this command's line (--seed) and environment, "
+              "and end it. Grade untrusted code only with the sandbox.", file=sys.stderr)
+    elif bubblewrap() is None:
         print("course grade: bubblewrap (bwrap) is not installed: each submission runs in a throwaway copy with "
               "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
-    elif isolate and not knows_size(bubblewrap()):
+    elif not knows_size(bubblewrap()):
         print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private /tmp "
               "and HOME are not bounded in size (and its /dev/shm is read-only)")
     # The plans and the reference's runs of them are computed here, once per grade, in memory, and shared
