@@ -220,3 +220,22 @@ def test_a_directory_left_without_permissions_is_removed_by_a_judge_that_is_not_
     if left == "True":  # (as root, clean up what `nobody` could not)
         subprocess.run(["rm", "-rf", "--", work], check=False)
     assert left == "False"
+
+
+# --- F9: a graded copy holds a later chapter's reference only where the README says so ------------------
+
+def test_a_graded_copy_holds_a_later_chapters_reference_only_where_the_readme_says_so(tmp_path):
+    """Chapter 06's `in_the_loop` plans run in chapter 07's reference loop, in the submission's process:
+    its copy holds that loop, which the submission can read. That is the one exception, said plainly."""
+    from course.manifest import CHAPTERS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for chapter in CHAPTERS:
+        target = tmp_path / chapter.number
+        target.mkdir()
+        sandbox._copy_course(ROOT, chapter, target)
+        later = {c.module for c in CHAPTERS[CHAPTERS.index(chapter):]}
+        held = {path.stem for path in (target / "checkpoints").glob("*.py")} & later
+        assert held == set(chapter.runs_in), (chapter.number, held)
+        for module in held:
+            assert f"`course grade {chapter.number}`'s copy holds `checkpoints/{module}.py`: a" in readme
