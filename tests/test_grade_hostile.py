@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from course.judge import differential, mutants, starter
+from course.judge import differential, grade, mutants, starter
 from course.judge.index import expected_scenarios
 from course.judge import sandbox
 from course.judge.sandbox import bubblewrap
@@ -101,6 +101,8 @@ import subprocess
 subprocess.Popen(["sleep", "{SLEEP}"], start_new_session=True)
 ''',
         "allocates": REFERENCE + "\n_hoard = bytearray(8 * 2**30)\n",
+        "with_data": REFERENCE,  # (its data file: see Grades)
+        "many_files": REFERENCE,
         "writes_outside": WRONG + f'''
 import os
 for _target in ["{outside}", os.path.expanduser("~/../{MARK}-home"), "{submissions}/{MARK}-beside"]:
@@ -147,6 +149,13 @@ class Grades:
         self.hostile = workspace / "hostile"
         for name, source in hostile(self.course, self.hostile).items():
             write(self.hostile / name, source)
+        # An honest module beside a data file that sorts before it and is larger than a submission may be
+        # (the copy stopped before the module: carry-forward graded the reference, and flagged the row);
+        # and an honest module beside more files than a submission may hold (copied before the clock started).
+        (self.hostile / "with_data" / "a_dataset.bin").write_bytes(bytes(sandbox.SUBMISSION_LIMIT + 2**20))
+        for n in range(sandbox.ENTRY_LIMIT):
+            (self.hostile / "many_files" / "junk" / str(n // 100)).mkdir(parents=True, exist_ok=True)
+            (self.hostile / "many_files" / "junk" / str(n // 100) / str(n)).touch()
         self.before = digest(self.course, self.hostile)
         self.seeded = workspace / "seeded"
         self.seed, feature = find_unpublished_feature()
@@ -297,6 +306,16 @@ def test_the_honest_submission_passes_and_no_cheating_one_does(grades):
         assert rows[name]["status"] == "fail", (name, rows[name])
 
 
+def test_a_folder_too_large_or_too_full_is_refused_plainly_never_flagged(grades):
+    rows = grades.table("hostile")
+    assert rows["with_data"]["status"] == "broken", rows["with_data"]  # was flagged: the reference, imported
+    assert rows["with_data"]["problem"].startswith("the submission is larger than 8 MiB (9.0 MiB in 2 files, the "
+                                                   "largest a_dataset.bin of 9.0 MiB): it is not graded")
+    assert rows["many_files"]["status"] == "broken", rows["many_files"]  # was pass, copied before the clock
+    assert rows["many_files"]["problem"].startswith(f"the submission holds more than {sandbox.ENTRY_LIMIT} files "
+                                                    "and folders: it is not graded")
+
+
 def test_a_forked_child_holding_the_pipes_does_not_stall_or_fail_the_grade(grades):
     rows = grades.table("hostile")
     assert rows["forks"]["status"] == "pass" and rows["background"]["status"] == "pass"
@@ -347,6 +366,7 @@ FIXED = {e.scenario: [p.read_text(encoding="utf-8") for p in e.snapshots]
          for e in expected_scenarios(LOOP, ROOT) if not e.generated}
 """Every fixed scenario's published snapshots, by scenario: what a forger can copy."""
 FIRST = "TestPureStop::test_pure_stop"
+GENERATED = "test_generated[pure_stop]"
 # Writes lines into the submission's own record file: its path is on the recorder's command line.
 FORGE = r'''
 import json as _json, sys as _sys
@@ -371,6 +391,12 @@ if not _os.path.exists(_marker):
 LOOP_HEAD = "async def run_agent_loop(options: AgentLoopOptions) -> AgentLoopResult:\n"
 SPOOF = "\r\x1b[2Kspoof                    pass      28/28      10/10  \x1b[8m"
 """A text that, printed raw on a terminal, rewrites its own row into a pass and hides what follows."""
+FORMULA_FLAG = "@SUM(1+1) lone \ud800 surrogate"
+"""A flag's text a spreadsheet takes for a formula, holding a lone surrogate (no UTF-8 file takes it)."""
+NOT_UTF8 = os.fsdecode(b"x\xff")
+"""A folder's name that is not UTF-8 (as Python reads it: 'x\\udcff')."""
+IMPOSTOR = grade.short_name("M" * 255)
+"""A short, printable name: exactly how the table shortens the 255-character one."""
 DAEMON = f"daemon-{MARK}"
 """In the command line of the daemon a submission leaves behind (unsandboxed)."""
 JUDGE_FAILS_ON_BOOM = r'''
@@ -416,7 +442,9 @@ def _before_hanging():
     for name, source in {
         "honest": REFERENCE,
         # Each record line below is JSON but not a shape the recorder writes.
-        "kind_unhashable": forging(REFERENCE, {"scenario": FIRST, "snapshot": 0, "record": {"kind": []}}),
+        "kind_unhashable": forging(REFERENCE, {"scenario": FIRST, "event": "start"},
+                                   {"scenario": FIRST, "snapshot": 0, "record": {"kind": []}},
+                                   {"scenario": FIRST, "event": "end", "phase": "call", "outcome": "passed"}),
         "where_not_text": forging(REFERENCE, {"scenario": FIRST, "event": "start"},
                                   {"scenario": FIRST, "snapshot": 0, "record": {"kind": "raised"}},
                                   {**timeout_end, "where": 5}),
@@ -441,6 +469,40 @@ _os.close(_fd)
 """,
         # Says a generated scenario started a plan past its plans, then hangs there.
         "plan_out_of_range": in_the_loop(REFERENCE + FORGE + forge_a_plan, in_a_generated_scenario),
+        # Records that cost the judge more than their size, or more than any scenario's: a loop-run of 3,000
+        # requests (the judge compared each request's messages afresh: 6 s, quadratic), asserted three times
+        # for a scenario of one snapshot (the judge rendered all three); a line of 1.5 MiB (the judge held
+        # ~150 bytes per byte of it); 4.5 MiB of lines for one scenario.
+        "quadratic": STUB + FORGE + f"""
+_N = 3000
+_record = {{"kind": "loop-run", "reason": "stop", "steps": _N, "events": [], "executions": [], "inputMessages": [],
+           "definitions": [], "messagesJson": False,
+           "messages": [{{"role": "assistant", "content": [], "stopReason": "toolUse"}}] * _N,
+           "requests": [{{"messages": [], "tools": [], "systemPrompt": None}}] * _N}}
+_forge({{"scenario": {FIRST!r}, "event": "start"}}, *[{{"scenario": {FIRST!r}, "snapshot": _n, "record": _record}}
+                                                     for _n in range(3)])
+""",
+        "huge_line": REFERENCE + FORGE + f"""
+_forge({{"scenario": {FIRST!r}, "event": "start"}},
+       {{"scenario": {FIRST!r}, "snapshot": 0, "record": {{"kind": "raised", "raised": "x", "message": "x" * 3 * 2**19}}}})
+""",
+        "huge_scenario": STUB + FORGE + f"""
+_forge({{"scenario": {GENERATED!r}, "event": "start"}},
+       *[{{"scenario": {GENERATED!r}, "plan": 0, "record": {{"kind": "raised", "message": "x" * 900 * 2**10}}}}] * 5)
+""",
+        # Twenty import errors of 5,000 characters each: the row's problem was all of them, joined.
+        "long_import_errors": STUB + FORGE + f"""
+_forge(*[{{"importError": {{"module": {LOOP.module!r}, "file": None, "line": None, "problem": "x" * 5000}}}}] * 20)
+""",
+        # An honest loop that prints a line of 2 MiB: the recorder keeps the start of it, within what the judge reads.
+        "chatty": in_the_loop(REFERENCE, """
+global _SAID
+try:
+    _SAID
+except NameError:
+    _SAID = True
+    print("x" * 2**21)
+"""),
     }.items():
         write(folders["malformed"] / name, source)
 
@@ -455,21 +517,24 @@ def _before_hanging():
         except OSError:
             pass
 '''
+    # Fills every place of the sandbox's own it can find (bubblewrap makes its root and /dev as tmpfs of no
+    # bounded size: the red team wrote 3840 MiB of the machine's memory there), 240 MiB each at the most.
     fill = '''
-import os as _os
+import json as _json, os as _os
 global _FILLED
 try:
     _FILLED
 except NameError:
     _FILLED = {}
-    for _folder in (_os.environ["HOME"], "/tmp"):
-        _FILLED[_folder] = 0
+    for _place, _folder in (("HOME", _os.environ["HOME"]), ("/tmp", "/tmp"), ("/dev/shm", "/dev/shm"), ("/", "/"),
+                            ("/etc", "/etc"), ("/dev", "/dev"), ("the copy", _os.getcwd())):
+        _FILLED[_place] = 0
         for _n in range(4):
             try:
                 with open(_os.path.join(_folder, f"fill{_n}"), "wb") as _file:
                     for _k in range(60):
                         _file.write(bytes(2**20))
-                        _FILLED[_folder] += 1
+                        _FILLED[_place] += 1
             except OSError:
                 break
         for _n in range(4):  # (room again for pytest's own temporary files)
@@ -477,7 +542,7 @@ except NameError:
                 _os.unlink(_os.path.join(_folder, f"fill{_n}"))
             except OSError:
                 pass
-print("EVIDENCE MiB written:", sum(_FILLED.values()))
+print("EVIDENCE MiB written:", _json.dumps(_FILLED))
 '''
     for name, source in {
         "honest": REFERENCE,
@@ -506,6 +571,9 @@ print("EVIDENCE MiB written:", sum(_FILLED.values()))
         {"scenario": scenario, "event": "end", "outcome": "failed", "problem": SPOOF})]))
     write(folders["spoof"] / "\x1b[31mred\x1b[0m\r", WRONG)
     write(folders["spoof"] / ("M" * 255), WRONG)
+    write(folders["spoof"] / NOT_UTF8, STUB)
+    write(folders["spoof"] / "=1+1", forging(STUB, {"flag": FORMULA_FLAG}))
+    write(folders["spoof"] / IMPOSTOR, STUB)
 
     write(folders["daemon"] / "a_daemon", REFERENCE + f'''
 import os as _os, sys as _sys
@@ -644,6 +712,22 @@ def test_malformed_record_lines_are_the_submissions_errors_and_the_table_is_writ
     assert generated["status"] == "error" and rows["plan_out_of_range"]["status"] == "fail"
 
 
+def test_records_larger_than_any_scenarios_are_refused_and_the_row_says_so(grades):
+    rows = grades.table("malformed")
+    assert rows["chatty"]["status"] == "pass", rows["chatty"]  # (what the recorder writes stays within the bounds)
+    quadratic = scenario_of(results_of(grades, "malformed", "quadratic"), FIRST)
+    assert quadratic["status"] == "error", quadratic
+    assert quadratic["problem"] == "malformed record line: a snapshot line past the scenario's 1 snapshot(s)"
+    huge = rows["huge_line"]
+    assert (huge["status"], huge["scenarios"][FIRST], huge["passed"]) == ("fail", "error", 27), huge
+    assert huge["problem"] == (f"1 scenario(s) with records too large to judge, first {FIRST}: a record line of "
+                               f"1.5 MiB: more than any scenario writes (1.0 MiB at the most)")
+    assert scenario_of(results_of(grades, "malformed", "huge_scenario"), GENERATED)["problem"] == \
+        "its record lines take more than 4.0 MiB: more than any scenario writes"
+    assert rows["long_import_errors"]["status"] == "broken"
+    assert len(rows["long_import_errors"]["problem"]) <= grade.PROBLEM_LIMIT + 1  # was 106,000 characters
+
+
 def test_a_judge_failure_on_one_submission_is_its_row_not_the_end_of_the_grade(grades):
     code, out = grades.result("judge_fails")
     assert code == 0, out
@@ -676,25 +760,57 @@ def test_texts_from_submissions_are_printed_escaped_and_written_as_they_are(grad
     rows = grades.table("spoof")
     assert rows["spoof"]["problem"] == SPOOF and "\x1b[31mred\x1b[0m\r" in rows
     with (grades.course / "results" / "spoof.csv").open(encoding="utf-8", newline="") as table:
-        assert {row["submission"]: row["problem"] for row in csv.DictReader(table)}["spoof"] == SPOOF
+        assert {row["submission"]: row["problem"] for row in csv.DictReader(table)}["spoof"] == "'" + SPOOF  # (see below)
+
+
+def test_texts_no_file_takes_and_formulas_reach_the_files_safe(grades):
+    """A lone surrogate (a flag's text, a folder's name that is not UTF-8) made the grade end with a
+    traceback and no table; a formula reached the CSV as it was. The JSON keeps every text exactly."""
+    code, out = grades.result("spoof")
+    assert code == 0 and "Traceback" not in out, out
+    rows = grades.table("spoof")
+    assert (rows["=1+1"]["status"], rows["=1+1"]["problem"]) == ("flagged", FORMULA_FLAG)
+    assert rows[NOT_UTF8]["status"] == "fail"  # (a stub)
+    with (grades.course / "results" / "spoof.csv").open(encoding="utf-8", newline="") as table:
+        cells = {row["submission"]: row for row in csv.DictReader(table)}
+    assert cells["'=1+1"]["problem"] == "'@SUM(1+1) lone \\ud800 surrogate"
+    assert cells["x\\udcff"]["status"] == "fail"
+    assert not any(cell.startswith(grade.FORMULA) for row in cells.values() for cell in [*row, *row.values()])
+    assert results_of(grades, "spoof", "=1+1")["flags"] == [FORMULA_FLAG]
+    assert results_of(grades, "spoof", NOT_UTF8)["gradeStatus"] == "fail"
+    assert any(line.startswith("x\\udcff~") for line in grades.printed("spoof").splitlines())
 
 
 def test_every_submission_gets_a_results_file_however_long_its_name(grades):
     rows = grades.table("spoof")
     files = list((grades.course / "results" / "spoof").glob("*.json"))
-    assert len(files) == len(rows) == 4 and all(len(path.name.encode()) <= 255 for path in files)
+    assert len(files) == len(rows) == 7 and all(len(path.name.encode()) <= 255 for path in files)
     assert results_of(grades, "spoof", "M" * 255)["gradeStatus"] == rows["M" * 255]["status"] == "fail"
+
+
+def test_a_name_made_like_a_shortened_one_gets_a_row_name_and_results_of_its_own(grades):
+    rows = grades.table("spoof")
+    files = list((grades.course / "results" / "spoof").glob("*.json"))
+    named = sorted(json.loads(path.read_text(encoding="utf-8"))["submission"] for path in files)
+    assert named == sorted(rows), named  # the impostor's results overwrote the long name's
+    assert results_of(grades, "spoof", IMPOSTOR)["gradeStatus"] == rows[IMPOSTOR]["status"] == "fail"
+    shown = [line.split()[0] for line in grades.printed("spoof").splitlines() if line.startswith(("MMMM", "\\x1b"))]
+    assert len(shown) == len(set(shown)) == 3, shown
 
 
 @needs_bubblewrap
 def test_no_sandbox_is_left_a_zombie(grades):
-    grades.result("spoof")  # four submissions, one at a time: each left a bwrap zombie until the grade ended
+    grades.result("spoof")  # seven submissions, one at a time: each left a bwrap zombie until the grade ended
     assert grades.zombies.result() <= 2  # one submission's two bwrap processes, between its end and their reaping
 
 
 def test_a_daemon_without_the_judges_mark_ends_with_its_submission(grades):
     code, out = grades.result("daemon")
     assert code == 0, out
+    # Graded with --no-sandbox: said once, on stderr (the table on stdout stays the table).
+    warned = (grades.workspace / "daemon.err").read_text(encoding="utf-8")
+    assert warned.count("course grade: --no-sandbox: each submission runs as your user") == 1, warned
+    assert "--no-sandbox" not in grades.printed("daemon")
     rows = grades.table("daemon")
     assert (rows["a_daemon"]["status"], rows["b_probe"]["status"]) == ("pass", "pass")
     assert (grades.workspace / "probe.txt").read_text() == "none"  # gone before the next submission began
@@ -719,11 +835,16 @@ def test_a_module_that_is_a_link_is_reported_as_one(grades):
 
 
 @needs_bubblewrap
-def test_the_sandbox_bounds_what_it_writes_in_its_tmp_and_home(grades):
+def test_the_sandbox_bounds_what_it_writes_in_every_place_of_its_own(grades):
     rows = grades.table("tampered")
     output = "\n".join(test["output"] or "" for test in results_of(grades, "tampered", "fills_disk")["tests"])
-    written = [int(line.rsplit(" ", 1)[1]) for line in output.splitlines() if "EVIDENCE MiB written:" in line]
-    assert written and max(written) * 2**20 <= sandbox.HOME_SIZE + sandbox.TMP_SIZE, written  # was 480 MiB
+    evidence = [json.loads(line.split(":", 1)[1]) for line in output.splitlines() if "EVIDENCE MiB written:" in line]
+    assert evidence, output
+    bounds = {"HOME": sandbox.HOME_SIZE, "/tmp": sandbox.TMP_SIZE,
+              "/dev/shm": sandbox.SHM_SIZE if sandbox.knows_size(bubblewrap()) else 0}
+    for written in evidence:  # (one line per process that filled: the wrong loop's failing scenarios share one)
+        for place, mib in written.items():
+            assert mib * 2**20 <= bounds.get(place, 0), (place, written)  # / and /dev took 240 MiB each, unbounded
     assert rows["fills_disk"]["status"] == "fail"  # (its wrong loop's five scenarios), not a timeout
 
 

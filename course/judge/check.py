@@ -157,9 +157,10 @@ def import_message(run: ChapterRun, inside: str | None = None) -> str:
         file = error.get("file") or error.get("module") or "?"
         if inside and str(file).startswith(inside.rstrip("/") + "/"):
             file = str(file)[len(inside.rstrip("/")) + 1:]
-        return file + (f", line {error['line']}" if error.get("line") else "")
+        return str(file)[:300] + (f", line {error['line']}" if error.get("line") else "")
 
-    return "; ".join(f"{where(e)}: {e.get('problem')}" for e in run.import_errors)
+    # (Each part cut: the texts are the submission's own, as long as it likes, in every import error it writes.)
+    return "; ".join(f"{where(e)}: {str(e.get('problem'))[:300]}" for e in run.import_errors)
 
 
 def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,

@@ -13,10 +13,12 @@ and `course grade merge` joins the slices' results into the same table.
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import hashlib
 import json
 import os
+import re
 import secrets
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -26,17 +28,24 @@ from pathlib import Path
 from course.judge import differential, processes
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
-from course.judge.sandbox import MARK, Sandbox, bubblewrap, knows_size
+from course.judge.sandbox import MARK, Sandbox, SubmissionRefused, bubblewrap, knows_size
 from course.judge.session import ChapterRun, judge_chapter, said
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
 from course.manifest import Chapter, find_chapter
+from course.runtime.messages import utf8_text
 
 
 NAME_LENGTH = 60
 """Characters of a submission's name shown in the table (and in its results file's name) at the most."""
 NAME_BYTES = 200
 """Bytes of UTF-8 a results file's name may take (a file name may take 255)."""
+PROBLEM_LIMIT = 1000
+"""Characters of a row's problem kept at the most (in the files too: a submission's texts have no end)."""
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+"""What a CSV cell may not start with: a spreadsheet would take it for a formula (OWASP, CSV injection)."""
+SHORTENED = re.compile(r"~[0-9a-f]{8,}\Z")
+"""How a shortened name ends: a name of a folder that ends so is shortened too, so none is taken for another's."""
 
 
 @dataclass
@@ -96,11 +105,16 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
         grade.status = "broken"
         problems = [v.problem for v in run.verdicts if v.problem]
         grade.problem = problems[0] if problems else "no scenario ran"
+    if run.refused and grade.status in ("fail", "timeout"):  # (what the judge would not read, said in the row)
+        grade.problem = "; ".join([grade.problem] * bool(grade.problem) + [
+            f"{len(run.refused)} scenario(s) with records too large to judge, first {run.refused[0]}"])
+    if len(grade.problem) > PROBLEM_LIMIT:
+        grade.problem = grade.problem[:PROBLEM_LIMIT] + "…"
     return grade
 
 
 def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeout: float, isolate: bool,
-              plans: dict, wanted: dict, results: Path | None) -> Grade:
+              plans: dict, wanted: dict, results: Path | None, shown: dict[str, str]) -> Grade:
     """One submission's row. Whatever goes wrong in the judge on it is its row (status `error`), never
     the end of the grade: the other submissions' rows and the table are still written."""
     module = folder / f"{chapter.module}.py"
@@ -115,6 +129,8 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         token = secrets.token_hex(8)
         try:
             sandbox = Sandbox(root, chapter, folder, Path(work), wall, isolate=isolate, token=token)
+        except SubmissionRefused as error:
+            return Grade(folder.name, "broken", problem=str(error))
         except Exception as error:
             return Grade(folder.name, "error", problem=f"the judge could not prepare its sandbox: {said(error)}")
         try:
@@ -133,9 +149,9 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
             processes.end_orphans()  # and what left its parents, the judge's mark and its session behind
     if report is not None:
         # Named as the table shows the submission (a long name is cut and hashed); "submission" in it is the name.
-        path = results / f"{short_name(folder.name)}.json"
+        path = results / f"{shown[folder.name]}.json"
         try:
-            path.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+            path.write_text(json_text(report), encoding="utf-8")
         except OSError as error:
             print(f"course grade: could not write {printable(path)}: {error.strerror}", file=sys.stderr)
     return grade
@@ -175,6 +191,7 @@ def grade(args: argparse.Namespace) -> int:
         print(f"course grade: {root_dir} is not a directory of submissions")
         return 2
     folders = sorted(p for p in root_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    shown = shown_names([folder.name for folder in folders])  # (of every folder: each shard names them alike)
     try:
         folders = shard_of(folders, args.shard)
     except ValueError as error:
@@ -186,12 +203,16 @@ def grade(args: argparse.Namespace) -> int:
     root = course_root()
     processes.become_subreaper()
     isolate = not args.no_sandbox
-    if isolate and bubblewrap() is None:
+    if not isolate:
+        print("course grade: --no-sandbox: each submission runs as your user, with the resource limits and the "
+              "copy only: it can read and write what you can, read this command's line (--seed) and environment, "
+              "and end it. Grade untrusted code only with the sandbox.", file=sys.stderr)
+    elif bubblewrap() is None:
         print("course grade: bubblewrap (bwrap) is not installed: each submission runs in a throwaway copy with "
               "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
-    elif isolate and not knows_size(bubblewrap()):
+    elif not knows_size(bubblewrap()):
         print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private /tmp "
-              "and HOME are not bounded in size")
+              "and HOME are not bounded in size (and its /dev/shm is read-only)")
     # The plans and the reference's runs of them are computed here, once per grade, in memory, and shared
     # by every submission: never read from the disk cache, which any student code `course check` ran
     # (without a sandbox, as this user) could have rewritten. (Half a second for chapter 07's.)
@@ -208,7 +229,8 @@ def grade(args: argparse.Namespace) -> int:
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
-                               isolate=isolate, plans=plans, wanted=wanted, results=results) for folder in folders]
+                               isolate=isolate, plans=plans, wanted=wanted, results=results, shown=shown)
+                   for folder in folders]
         try:
             for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",
                              unit="submission"):
@@ -218,21 +240,50 @@ def grade(args: argparse.Namespace) -> int:
             raise
         finally:
             processes.end_strays()
-    return finish(chapter, grades, args)
+    return finish(chapter, grades, args, shown)
 
 
-def short_name(name: str) -> str:
+def short_name(name: str, digits: int = 8) -> str:
     """A submission's name as the table shows it (and its results file is named): the name itself when
-    it is printable and short (NAME_LENGTH characters, NAME_BYTES bytes of UTF-8 at the most); else its
-    first characters, control characters escaped, then `~` and the first 8 hex digits of the name's
-    SHA-256 (so that two long names never share a results file)."""
-    if name.isprintable() and len(name) <= NAME_LENGTH and len(name.encode("utf-8", "surrogateescape")) <= NAME_BYTES:
+    it is printable and short (NAME_LENGTH characters, NAME_BYTES bytes of UTF-8 at the most) and does
+    not end as a shortened name does; else its first characters, control characters escaped, then `~`
+    and the first `digits` hex digits of the name's SHA-256."""
+    if name.isprintable() and len(name) <= NAME_LENGTH and len(name.encode("utf-8", "surrogateescape")) <= NAME_BYTES \
+            and not SHORTENED.search(name):
         return name
-    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:digits]
     return f"{printable(name)[:NAME_LENGTH - 20]}~{digest}"
 
 
-def finish(chapter: Chapter, grades: list[Grade], args: argparse.Namespace) -> int:
+def shown_names(names: list[str]) -> dict[str, str]:
+    """Each name as the table shows it (`short_name`), a different one for each name: where two shortened
+    names would be the same, each of them takes more of its hash (up to all 64 digits), so that two names
+    never share a row's name or a results file."""
+    shown = {name: short_name(name) for name in names}
+    digits = 8
+    while len(set(shown.values())) < len(shown) and digits < 64:
+        digits *= 2
+        taken = collections.Counter(shown.values())
+        shown = {name: short_name(name, digits) if taken[was] > 1 else was for name, was in shown.items()}
+    return shown
+
+
+def json_text(data: object) -> str:
+    """`data` as JSON text that any file takes: a lone surrogate (a submission's text, a folder's name that
+    is not UTF-8) written as JSON's own escape (`\\ud800`), which reads back as the same text."""
+    return utf8_text(json.dumps(data, ensure_ascii=False, indent=2)) + "\n"
+
+
+def csv_cell(value: object) -> object:
+    """A text for a CSV cell: a lone surrogate shown as its escape (`\\ud800`), and a text a spreadsheet
+    would take for a formula (`=1+1`, `@SUM(...)`) after a `'` (numbers as they are)."""
+    if not isinstance(value, str):
+        return value
+    text = utf8_text(value)
+    return "'" + text if text.startswith(FORMULA) else text
+
+
+def finish(chapter: Chapter, grades: list[Grade], args: argparse.Namespace, shown: dict[str, str] | None = None) -> int:
     grades.sort(key=lambda g: g.submission)
     names = list(dict.fromkeys(name for g in grades for name in g.scenarios))
     outputs = [out for out in (args.out, args.json) if out]
@@ -240,7 +291,7 @@ def finish(chapter: Chapter, grades: list[Grade], args: argparse.Namespace) -> i
         write_table(chapter, grades, names, out, as_json=out == args.json or out.endswith(".json"))
     # A submission's name and problem are its own text: escaped, so that no control character in them
     # rewrites the table on a terminal; the files written above hold them as they are.
-    names = {g.submission: short_name(g.submission) for g in grades}
+    names = shown or shown_names([g.submission for g in grades])
     width = max(24, *(len(name) + 1 for name in names.values()))
     for g in grades:
         points = f"{g.points:g}/{g.max_points:g}" if g.max_points else ""
@@ -255,17 +306,17 @@ def write_table(chapter: Chapter, grades: list[Grade], names: list[str], out: st
     path = Path(out)
     if as_json:
         data = {"chapter": chapter.number, "grades": [asdict(g) for g in grades]}
-        path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        path.write_text(json_text(data), encoding="utf-8")
         return
     sections = list(dict.fromkeys(s for g in grades for s in g.sections))
     with path.open("w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
-        writer.writerow(["submission", "status", "passed", "total", "points", "max_points", "problem",
-                         *(f"points: {s}" for s in sections), *names])
+        writer.writerow([csv_cell(cell) for cell in ["submission", "status", "passed", "total", "points", "max_points",
+                                                     "problem", *(f"points: {s}" for s in sections), *names]])
         for g in grades:
-            writer.writerow([g.submission, g.status, g.passed, g.total, g.points, g.max_points, g.problem,
-                             *(g.sections.get(s, ["", ""])[0] for s in sections),
-                             *(g.scenarios.get(name, "") for name in names)])
+            writer.writerow([csv_cell(cell) for cell in [
+                g.submission, g.status, g.passed, g.total, g.points, g.max_points, g.problem,
+                *(g.sections.get(s, ["", ""])[0] for s in sections), *(g.scenarios.get(name, "") for name in names)]])
 
 
 def merge(args: argparse.Namespace) -> int:

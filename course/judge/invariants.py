@@ -26,6 +26,8 @@ The promises (README "Guarantees" lists the test proving each):
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import reprlib
 from collections.abc import Callable
@@ -129,7 +131,7 @@ def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
     """Every tool call is answered once, in call order, by a result with its id and name,
     before the next assistant message and before the end. Messages before `first` are input."""
     problems: list[str] = []
-    open_calls: list[dict] = []
+    open_calls: collections.deque[dict] = collections.deque()
     opened_at = 0
     answered: dict[str, int] = {}  # call id -> the message that answered it
 
@@ -142,7 +144,7 @@ def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
         role = message.get("role")
         if role == "assistant":
             close(f"message {index}")
-            open_calls[:] = _calls(message)
+            open_calls.extend(_calls(message))
             opened_at = index
         elif role == "toolResult":
             call_id = _field(message, "toolCallId")
@@ -152,7 +154,7 @@ def check_pairing(messages: list[dict], first: int = 0) -> list[str]:
                 else:
                     problems.append(f"message {index} answers {call_id}, which no open tool call has")
                 continue
-            expected = open_calls.pop(0)
+            expected = open_calls.popleft()
             answered[_field(expected, "id")] = index
             if call_id != _field(expected, "id") or message.get("toolName") != expected.get("name"):
                 problems.append(
@@ -254,6 +256,38 @@ def _event_shape(n: int, event: dict) -> str | None:
     return None
 
 
+class _Waiting:
+    """The positions of a batch's calls still waiting for their tool_start (or tool_skipped), in call order.
+
+    Taking the first one, finding one by its call id and removing one each cost a constant (amortised):
+    a forged message of a hundred thousand calls is checked in the time it takes to read it."""
+
+    def __init__(self, calls: list[dict]) -> None:
+        self.order = collections.deque(range(len(calls)))
+        self.gone: set[int] = set()
+        self.by_id: dict[str, collections.deque[int]] = {}
+        for position, call in enumerate(calls):
+            if isinstance(call.get("id"), str):  # (an id of another type matches no event's id: those are texts)
+                self.by_id.setdefault(call["id"], collections.deque()).append(position)
+
+    def first(self) -> int | None:
+        while self.order and self.order[0] in self.gone:
+            self.order.popleft()
+        return self.order[0] if self.order else None
+
+    def find(self, call_id: str) -> int | None:
+        same = self.by_id.get(call_id) if isinstance(call_id, str) else None
+        while same and same[0] in self.gone:
+            same.popleft()
+        return same[0] if same else None
+
+    def remove(self, position: int) -> None:
+        self.gone.add(position)
+
+    def left(self) -> list[int]:
+        return [position for position in self.order if position not in self.gone]
+
+
 def _check_events(events: list[dict], messages: list[dict], first: int, reason: str, steps: int) -> list[str]:
     problems: list[str] = [shape for n, event in enumerate(events, 1) if (shape := _event_shape(n, event))]
 
@@ -279,7 +313,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
             return
         where = f"message {batch['at'] + 1}"
         missing = "never got a tool_start" if batch["executed"] else "has no tool_skipped event"
-        for position in batch["waiting"]:
+        for position in batch["waiting"].left():
             problems.append(f"tool call {_name(batch['calls'][position])} of {where} {missing}")
         for call_id, (started_at, _) in running.items():
             problems.append(f"tool {call_id} started (event {started_at}) but never ended")
@@ -297,7 +331,8 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
         kind = event.get("type")
         if kind == "model_event":
             if running and events[i - 1].get("type") != "model_event":
-                problems.append(f"event {n} starts the next model request while {', '.join(running)} is still running")
+                names = ", ".join(itertools.islice(running, 3)) + (f" and {len(running) - 3} more" if len(running) > 3 else "")
+                problems.append(f"event {n} starts the next model request while {names} is still running")
         elif kind == "assistant_message":
             close_batch()
             seen_assistants += 1
@@ -315,7 +350,7 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
                 problems.append(f"event {n} assistant_message does not follow the done/error model event that carries it")
             batch = {"at": at, "calls": _calls(messages[at]), "results": _results_of(messages, at),
                      "executed": messages[at].get("stopReason") == "toolUse",
-                     "waiting": list(range(len(_calls(messages[at]))))}
+                     "waiting": _Waiting(_calls(messages[at]))}
         elif kind in ("tool_start", "tool_skipped"):
             result = event.get("result")
             call_id = _field(event.get("call"), "id") if kind == "tool_start" else _field(result, "toolCallId")
@@ -325,16 +360,16 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
                 problems.append(f"event {n} {kind} for {call_id}, but the latest assistant message "
                                 f"(stopReason {_shown(stop_reason)}) does not {'run' if wanted else 'skip'} its calls")
                 continue
-            waiting = batch["waiting"]  # positions of the calls without their tool_start / tool_skipped yet
-            in_order = bool(waiting) and batch["calls"][waiting[0]].get("id") == call_id
-            position = waiting[0] if in_order else next(
-                (p for p in waiting if batch["calls"][p].get("id") == call_id), None)
+            waiting = batch["waiting"]  # the calls without their tool_start / tool_skipped yet
+            next_one = waiting.first()
+            in_order = next_one is not None and batch["calls"][next_one].get("id") == call_id
+            position = next_one if in_order else waiting.find(call_id)
             if position is None:
                 problems.append(f"event {n} {kind} for {call_id}, which is no call of message {batch['at'] + 1} "
                                 f"still waiting for one")
                 continue
             if not in_order:
-                problems.append(f"event {n} {kind} for {call_id}, expected {_shown(batch['calls'][waiting[0]].get('id'))} "
+                problems.append(f"event {n} {kind} for {call_id}, expected {_shown(batch['calls'][next_one].get('id'))} "
                                 f"next, in call order")
             waiting.remove(position)
             if wanted:
@@ -369,25 +404,32 @@ def _check_requests(requests: list[dict], messages: list[dict], first: int, step
     if len(requests) != steps:
         problems.append(f"steps is {steps}, but {len(requests)} model requests were made")
     assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
+    # Each message's key once, each request's messages compared one by one: the work is the size of the
+    # record, never the number of requests times the transcript (a forged record of thousands of requests).
+    keys: list[str] = []
+    tools = _key(definitions) if definitions is not None else None
     for n, request in enumerate(requests, 1):
         if not isinstance(request, dict):
             problems.append(f"request {n} is {type(request).__name__}, not a request dict")
             continue
         seen = request.get("messages")
         if n <= len(assistants):
-            before = messages[: assistants[n - 1]]
-            if _key(seen) != _key(before) and isinstance(seen, list) and len(seen) == len(before):
-                at = next(i for i, (a, b) in enumerate(zip(seen, before), 1) if _key(a) != _key(b))
-                problems.append(f"request {n} saw message {at} other than the transcript holds it (of the "
-                                f"{len(before)} messages before its answer, message {assistants[n - 1] + 1}): the "
-                                f"request did not carry this run's messages, or the message changed after it was sent")
-            elif _key(seen) != _key(before):
+            answer = assistants[n - 1]  # the messages before its answer: messages[:answer]
+            if isinstance(seen, list) and len(seen) == answer:
+                while len(keys) < answer:
+                    keys.append(_key(messages[len(keys)]))
+                at = next((i for i, message in enumerate(seen, 1) if _key(message) != keys[i - 1]), None)
+                if at is not None:
+                    problems.append(f"request {n} saw message {at} other than the transcript holds it (of the "
+                                    f"{answer} messages before its answer, message {answer + 1}): the "
+                                    f"request did not carry this run's messages, or the message changed after it was sent")
+            else:
                 saw = f"{len(seen)} messages" if isinstance(seen, list) else _short_repr(seen)
-                problems.append(f"request {n} saw {saw}, not the {len(before)} messages before "
-                                f"its answer (message {assistants[n - 1] + 1})")
+                problems.append(f"request {n} saw {saw}, not the {answer} messages before "
+                                f"its answer (message {answer + 1})")
         if system_prompt is not None and request.get("systemPrompt") != system_prompt:
             problems.append(f"request {n} has a different system prompt")
-        if definitions is not None and _key(request.get("tools")) != _key(definitions):
+        if tools is not None and _key(request.get("tools")) != tools:
             problems.append(f"request {n} does not carry the registry's tool definitions")
         extra = sorted(str(key) for key in request if key not in ("systemPrompt", "messages", "tools"))
         if extra:

@@ -215,8 +215,14 @@ def run_own(command: list[str], timeout: float) -> str:
 
 def remove_tree(path: Path) -> None:
     """Remove `path` and everything below it; never raises. A child may leave a tree thousands of levels
-    deep, which Python's own remover (recursive) cannot take: `rm -rf` walks it without recursion."""
+    deep, which Python's own remover (recursive) cannot take: `rm -rf` walks it without recursion. It may
+    leave a directory it took every permission from (mode 000), which a user other than root cannot
+    empty: what `rm` could not remove gets its owner's permissions back (`chmod -R`, which follows no
+    link), and `rm` goes again."""
     run_own(["rm", "-rf", "--one-file-system", "--", str(path)], timeout=120)
+    if os.path.lexists(path) and not os.path.islink(path):
+        run_own(["chmod", "-R", "u+rwx", "--", str(path)], timeout=120)
+        run_own(["rm", "-rf", "--one-file-system", "--", str(path)], timeout=120)
     if os.path.lexists(path):
         try:
             shutil.rmtree(path, ignore_errors=True)

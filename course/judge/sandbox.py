@@ -8,9 +8,11 @@ starts without `site` (`-S`), with the copy and the interpreter's own site-packa
 the editable install's import hook cannot lead back to the real checkout.
 
 Under bubblewrap (Debian package `bubblewrap`) the child sees a read-only system, the interpreter
-and the copy read-only, its plans read-only, a private `/tmp` and HOME of 64 MiB each (memory),
-its record directory as the only writable place of the machine's, no network, its own process
-namespace (everything in it ends with it), and nothing else of the machine. Without bubblewrap only the limits below and the copy protect the grade: the child runs as
+and the copy read-only, its plans read-only, a private `/tmp`, HOME and `/dev/shm` of 64 MiB each
+(memory), every other place of its own read-only (its root, `/dev`), its record directory as the
+only writable place of the machine's, no network, its own process namespace (everything in it ends
+with it), and nothing else of the machine. A submission folder too large or holding too many files
+is not copied at all (`SubmissionRefused`): its row says so. Without bubblewrap only the limits below and the copy protect the grade: the child runs as
 the instructor's user and could read or write what that user can.
 """
 
@@ -41,9 +43,16 @@ TMP_SIZE = 64 * 2**20
 """The size of the private /tmp under bubblewrap (bytes; a tmpfs, so memory)."""
 HOME_SIZE = 64 * 2**20
 """The size of the private HOME under bubblewrap (bytes; a tmpfs, so memory)."""
+SHM_SIZE = 64 * 2**20
+"""The size of the private /dev/shm under bubblewrap (bytes; a tmpfs, so memory). Every other place of
+the sandbox's own is read-only: its root and /dev (bubblewrap makes them as tmpfs, of no bounded size)."""
 OPEN_FILES = 256
 SUBMISSION_LIMIT = 8 * 2**20
-"""A submission folder's size at the most (bytes); larger ones are not copied whole."""
+"""A submission folder's size at the most (bytes, its regular files'): a larger one is not graded (its row,
+`broken`, says so). Nothing is copied in part: a module left out would be graded as the reference's."""
+ENTRY_LIMIT = 2000
+"""Files and folders a submission folder may hold at the most, at any depth: more, and it is not graded
+(its row, `broken`, says so). Copying and removing its copy take time the run's wall does not bound."""
 MARK = "TINY_PI_GRADED"
 """An environment variable every process of a submission inherits: how strays are found."""
 
@@ -89,18 +98,60 @@ def _copy_course(root: Path, chapter: Chapter, target: Path) -> None:
     shutil.copy(root / "pyproject.toml", target / "pyproject.toml")
 
 
+class SubmissionRefused(Exception):
+    """A submission folder that is not graded as it is (too large, too many files): the message says why."""
+
+
+def _files(folder: Path) -> list[tuple[Path, int]]:
+    """Every regular file below `folder` with its size (no link, nothing in `__pycache__`); raises
+    SubmissionRefused past ENTRY_LIMIT entries or SUBMISSION_LIMIT bytes. Follows no link."""
+    found: list[tuple[Path, int]] = []
+    entries, pending = 0, [folder]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as found_there:
+                listing = list(found_there)
+        except OSError:
+            continue  # a folder it cannot read: nothing of it is copied
+        entries += len(listing)
+        if entries > ENTRY_LIMIT:
+            raise SubmissionRefused(f"the submission holds more than {ENTRY_LIMIT} files and folders: it is not "
+                                    "graded (hand in the chapter's modules without the rest)")
+        for entry in listing:
+            if entry.is_symlink() or entry.name == "__pycache__":
+                continue  # a link could point anywhere on the instructor's machine
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                found.append((Path(entry.path), entry.stat(follow_symlinks=False).st_size))
+    _within_size(folder, found)
+    return found
+
+
+def _within_size(folder: Path, files: list[tuple[Path, int]]) -> None:
+    total = sum(size for _, size in files)
+    if total > SUBMISSION_LIMIT:
+        path, size = max(files, key=lambda item: item[1])
+        raise SubmissionRefused(
+            f"the submission is larger than {SUBMISSION_LIMIT // 2**20} MiB ({total / 2**20:.1f} MiB in {len(files)} "
+            f"files, the largest {str(path.relative_to(folder))[:200]} of {size / 2**20:.1f} MiB): it is not graded "
+            "(hand in the chapter's modules without data)")
+
+
 def _copy_submission(folder: Path, target: Path) -> None:
+    """Copy the submission's files (its chapter modules first), all or none: a folder too large or holding
+    too many files is refused (SubmissionRefused), never graded in part."""
+    modules = {f"{chapter.module}.py" for chapter in CHAPTERS}
+    files = sorted(_files(folder), key=lambda item: (not (item[0].parent == folder and item[0].name in modules),
+                                                     str(item[0])))
     target.mkdir()
-    total = 0
-    for item in sorted(folder.rglob("*")):
-        if item.is_symlink() or not item.is_file() or "__pycache__" in item.parts:
-            continue  # a link could point anywhere on the instructor's machine
-        total += item.stat().st_size
-        if total > SUBMISSION_LIMIT:
-            break
-        destination = target / item.relative_to(folder)
+    copied: list[tuple[Path, int]] = []
+    for path, _ in files:
+        destination = target / path.relative_to(folder)
         destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(item, destination)
+        shutil.copyfile(path, destination)
+        copied.append((path, destination.stat().st_size))
+    _within_size(folder, copied)  # (a file that grew since it was measured)
 
 
 def _site_packages() -> list[str]:
@@ -183,9 +234,14 @@ class Sandbox:
         return bubblewrap() if self.isolate else None
 
     def bwrap_command(self, command: list[str]) -> list[str]:
+        # bubblewrap's own root and /dev are tmpfs of no bounded size (half the machine's memory): both are
+        # made read-only once everything is mounted, and the child writes only in places of a bounded size
+        # (/tmp, HOME, /dev/shm; /dev/shm only where bubblewrap takes --size) and in its record directory.
         words = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
                  "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
                  *_sized(self.bwrap, TMP_SIZE), "--tmpfs", "/tmp", "--dir", "/etc"]
+        if knows_size(self.bwrap):
+            words += [*_sized(self.bwrap, SHM_SIZE), "--tmpfs", "/dev/shm"]
         for link in ("bin", "lib", "lib64", "sbin", "lib32"):
             path = Path("/") / link
             if path.is_symlink():
@@ -202,5 +258,5 @@ class Sandbox:
                   *_sized(self.bwrap, HOME_SIZE), "--tmpfs", str(self.home)]
         for path in self.inputs:
             words += ["--ro-bind", path, path]
-        words += ["--chdir", str(self.copy), "--"]
+        words += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(self.copy), "--"]
         return words + command

@@ -37,8 +37,18 @@ SCENARIO_TIMEOUT = 10.0
 """Seconds one scenario may take (a generated section: all its plans) before it is a timeout."""
 RESTARTS = 6
 """How many times a run is started again after a scenario that hung."""
-RECORD_LIMIT = 64 * 2**20
-"""Bytes of records read at the most: a submission that writes more is cut off there."""
+RECORD_LIMIT = 16 * 2**20
+"""Bytes of records read per run at the most: a submission that writes more is cut off there. (The
+reference's runs write 1.7 MiB at the most, a secret seed's plans included.)"""
+LINE_LIMIT = 2**20
+"""Bytes one record line may take: a longer one is not read, and its scenario is an error. (The largest
+line the reference's runs write is 230 KiB; the judge's memory for a line is ~100 times its size.)"""
+SCENARIO_LIMIT = 4 * 2**20
+"""Bytes of record lines one scenario may take in all: more, and the scenario is an error. (The
+reference's runs write 660 KiB for a scenario at the most, a secret seed's plans included.) With
+LINE_LIMIT, this bounds the judge's work on a scenario to seconds, whatever the records hold."""
+IMPORT_ERRORS = 10
+"""Import and collection errors kept per run at the most (a submission may write a million)."""
 FLAGS = 10
 """Different flags kept per run at the most (a submission may write a million)."""
 
@@ -97,6 +107,8 @@ class ChapterRun:
     """The module the child was importing when its records stopped (it ended the process)."""
     judge_errors: list[str] = field(default_factory=list)
     """Where the judge itself failed on the records (a bug of the judge's): nothing here is a verdict."""
+    refused: list[str] = field(default_factory=list)
+    """Scenarios whose records were too large to judge, each with what was too large (FLAGS at the most)."""
 
     @property
     def passed(self) -> bool:
@@ -194,8 +206,25 @@ class Child:
     record: Path | None = None
 
 
+@dataclass(frozen=True)
+class Oversized:
+    """A record line longer than LINE_LIMIT: never parsed (its bytes are skipped to its end)."""
+
+    size: int
+
+    @property
+    def problem(self) -> str:
+        return f"a record line of {mib(self.size)}: more than any scenario writes ({mib(LINE_LIMIT)} at the most)"
+
+
+def mib(size: int) -> str:
+    """A size in words: `3.2 MiB`."""
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 / 10 else f"{size} bytes"
+
+
 class _Records:
-    """Reads the record file as the child appends to it, line by line, within RECORD_LIMIT bytes.
+    """Reads the record file as the child appends to it, line by line, within RECORD_LIMIT bytes, each
+    line within LINE_LIMIT (a longer one is an `Oversized`, never held whole nor parsed).
 
     The judge creates the file itself, under a name the child cannot guess, before the child starts
     (never following a link, never over a file that exists), and reads it only through that
@@ -205,31 +234,39 @@ class _Records:
 
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.rest, self.read = path, 0, b"", 0
+        self.skipped: int | None = None  # the bytes so far of a line too long to read, while skipping it
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         status = os.fstat(self.fd)
         self.identity = (status.st_dev, status.st_ino)
         self.tampered: str | None = None
 
-    def new_lines(self) -> list[dict]:
+    def new_lines(self) -> list[bytes | Oversized]:
+        """The lines complete since the last call, as their text (`parsed` reads one), or an `Oversized`
+        for a line too long to read. (Not parsed here: a line parsed takes ~25 times its size, and the
+        judge holds one at a time.)"""
         self._look_at_the_path()
-        chunks = []
+        found: list[bytes | Oversized] = []
         while self.read < RECORD_LIMIT:
             chunk = os.pread(self.fd, min(2**20, RECORD_LIMIT - self.read), self.offset)
             if not chunk:
                 break
-            chunks.append(chunk)
             self.offset += len(chunk)
             self.read += len(chunk)
-        data = self.rest + b"".join(chunks)
-        *complete, self.rest = data.split(b"\n")
-        found = []
-        for raw in complete:
-            try:
-                line = json.loads(raw)
-            except (ValueError, RecursionError):  # RecursionError: JSON nested past what the parser follows
-                continue  # not a record: the judge counts what is missing, it does not guess
-            if isinstance(line, dict):
-                found.append(line)
+            pieces = chunk.split(b"\n")
+            for n, piece in enumerate(pieces):
+                ended = n < len(pieces) - 1  # (the last piece is the start of a line not ended yet)
+                if self.skipped is None and len(self.rest) + len(piece) > LINE_LIMIT:
+                    self.skipped, self.rest = len(self.rest), b""
+                if self.skipped is not None:
+                    self.skipped += len(piece) + ended
+                    if ended:
+                        found.append(Oversized(self.skipped))
+                        self.skipped = None
+                elif not ended:
+                    self.rest += piece
+                else:
+                    found.append(self.rest + piece)
+                    self.rest = b""
         return found
 
     def _look_at_the_path(self) -> None:
@@ -250,6 +287,15 @@ class _Records:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def parsed(raw: bytes) -> dict | None:
+    """A record line's JSON object; None for a line that is none (not JSON, or not an object)."""
+    try:
+        line = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past what the parser follows
+        return None  # not a record: the judge counts what is missing, it does not guess
+    return line if isinstance(line, dict) else None
 
 
 def _what_is(status: os.stat_result, path: Path) -> str:
@@ -325,9 +371,10 @@ def judge_chapter(
         end = received.ends.get(name)
         if exp.generated:
             verdict = judge_plans(chapter.module, exp, plans[exp.generated], reference_runs(exp.generated),
-                                  received.plan_records.get(name, {}), received.plan_starts.get(name, set()), end)
+                                  {plan: _record(raw) for plan, raw in received.plan_records.get(name, {}).items()},
+                                  received.plan_starts.get(name, set()), end)
         else:
-            verdict = judge_snapshots(exp, received.snapshots.get(name, []), end)
+            verdict = judge_snapshots(exp, [_record(raw) for raw in received.snapshots.get(name, [])], end)
         verdict.file = chapter.test_file
         end = end or {}
         if str(end.get("problem") or "").startswith("Failed: Timeout (>") and not verdict.passed:
@@ -336,19 +383,33 @@ def judge_chapter(
                 f" (stopped at {shown_where(end['where'])})" if end.get("where") else "")
         verdict.output, verdict.output_lines = end.get("output") or [], end.get("outputLines") or 0
         verdicts[name] = verdict
+        received.forget(name)
         if on_verdict is not None:
             on_verdict(verdict)
 
-    def refuse(name: str, problem: str) -> None:
+    def refuse(name: str, problem: str, too_large: bool = False) -> None:
         """The scenario is an error: its records cannot be judged (`problem` says why)."""
         exp = by_name[name]
         verdicts[name] = Verdict(name, chapter.test_file, "error", exp.section, exp.purpose, problem=problem)
+        received.forget(name)
+        if too_large and len(run.refused) < FLAGS:
+            run.refused.append(f"{name}: {problem}")
         if on_verdict is not None:
             on_verdict(verdicts[name])
 
-    def take(line: dict, current: str | None) -> str | None:
+    def take(item: bytes | Oversized, current: str | None) -> str | None:
+        if isinstance(item, Oversized):  # a line of the scenario running (the recorder writes none outside one)
+            if current in by_name and current not in verdicts:
+                refuse(current, item.problem, too_large=True)
+                return None
+            if current is None:
+                run.flag(f"wrote a record line the recorder never writes: {item.problem}")
+            return current
+        raw, line = item, parsed(item)
+        if line is None:
+            return current
         try:
-            return received.take(line, run, by_name, plans, verdicts, decide, refuse, current)
+            return received.take(line, raw, run, by_name, plans, verdicts, decide, refuse, current)
         except Exception as error:  # a bug of the judge's: the line's scenario (or the run) is not judged
             problem = f"the judge failed on its records: {said(error)}"
             if problem not in run.judge_errors:
@@ -393,8 +454,15 @@ def judge_chapter(
                         lines = reader.new_lines()
                         if lines:
                             last = time.monotonic()
-                        for line in lines:
+                        for index, line in enumerate(lines):
                             current = take(line, current)
+                            # Judging is bounded per line and per scenario, not per run: the wall holds between lines.
+                            if wall is not None and index + 1 < len(lines) and time.monotonic() - started_at > wall:
+                                run.stopped = True
+                                break
+                        if run.stopped:
+                            hung = True
+                            break
                         if finished:
                             break
                         now = time.monotonic()
@@ -460,42 +528,60 @@ def judge_chapter(
 class _Received:
     """What the child's records said so far, per scenario."""
 
-    snapshots: dict[str, list] = field(default_factory=dict)
-    plan_records: dict[str, dict[int, object]] = field(default_factory=dict)
+    snapshots: dict[str, list[bytes]] = field(default_factory=dict)
+    plan_records: dict[str, dict[int, bytes]] = field(default_factory=dict)
+    """The record lines of the scenarios not decided yet, as their text: what a line holds parsed takes ~25
+    times its size, the text only its size (`_record` parses it again when the scenario is decided)."""
     plan_starts: dict[str, set[int]] = field(default_factory=dict)
     ends: dict[str, dict] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    """Bytes of record lines each scenario took so far."""
     order: list[str] = field(default_factory=list)
     """The scenarios in the order they started."""
 
-    def take(self, line: dict, run: ChapterRun, by_name: dict, plans: dict, verdicts: dict, decide, refuse,
-             current: str | None) -> str | None:
-        """File one record line; decide a scenario when its end arrives. Returns the scenario running now.
+    def forget(self, name: str) -> None:
+        """A decided scenario's records are not kept: the judge holds only the undecided ones'."""
+        self.snapshots.pop(name, None)
+        self.plan_records.pop(name, None)
+
+    def take(self, line: dict, raw: bytes, run: ChapterRun, by_name: dict, plans: dict, verdicts: dict, decide,
+             refuse, current: str | None) -> str | None:
+        """File one record line (`raw`, parsed: `line`); decide a scenario when its end arrives. Returns
+        the scenario running now.
 
         A line of a shape the recorder never writes is not evidence: in a scenario's lines it makes the
         scenario an error, saying so; outside any scenario it flags the run (the recorder did not
-        write it, so the submission wrote into its own record)."""
+        write it, so the submission wrote into its own record). So is a line the scenario does not
+        expect (a snapshot past its count), and records larger in all than any scenario writes."""
         problem = malformed(line)
         name = line.get("scenario")
         if "scenario" in line and isinstance(name, str):
             if name not in by_name or name in verdicts:
                 return current  # not one of the judged scenarios, or already decided
             expected = by_name[name]
+            self.sizes[name] = self.sizes.get(name, 0) + len(raw) + 1
+            if self.sizes[name] > SCENARIO_LIMIT:
+                refuse(name, f"its record lines take more than {mib(SCENARIO_LIMIT)}: more than any scenario writes",
+                       too_large=True)
+                return None if current == name else current
             if problem is None and "plan" in line and not expected.generated:
                 problem = "a plan line in a scenario without plans"
             elif problem is None and "snapshot" in line and expected.generated:
                 problem = "a snapshot line in a scenario of generated plans"
             elif problem is None and "plan" in line and line["plan"] >= len(plans[expected.generated]):
                 problem = f"plan {line['plan']} is not one of the section's {len(plans[expected.generated])} plans"
+            elif problem is None and "snapshot" in line and len(self.snapshots.get(name, [])) >= len(expected.snapshots):
+                problem = f"a snapshot line past the scenario's {len(expected.snapshots)} snapshot(s)"
             if problem is not None:
                 refuse(name, f"malformed record line: {problem}")
                 return None if current == name else current
             if "snapshot" in line:
-                self.snapshots.setdefault(name, []).append(line["record"])
+                self.snapshots.setdefault(name, []).append(raw)
             elif "plan" in line:
                 if line.get("event") == "start":
                     self.plan_starts.setdefault(name, set()).add(line["plan"])
                 else:
-                    self.plan_records.setdefault(name, {})[line["plan"]] = line["record"]
+                    self.plan_records.setdefault(name, {})[line["plan"]] = raw
             elif line["event"] == "start":
                 if name not in self.order:
                     self.order.append(name)
@@ -508,9 +594,11 @@ class _Received:
         if problem is not None:
             run.flag(f"wrote a record line the recorder never writes: {problem}")
         elif "importError" in line:
-            run.import_errors.append(line["importError"])
+            if len(run.import_errors) < IMPORT_ERRORS:
+                run.import_errors.append(line["importError"])
         elif "collectionError" in line:
-            run.collection_errors.append(line["collectionError"])
+            if len(run.collection_errors) < IMPORT_ERRORS:
+                run.collection_errors.append(line["collectionError"])
         elif "flag" in line:
             run.flag(line["flag"][:300])
         elif line["event"] == "importing":
@@ -518,6 +606,11 @@ class _Received:
         elif line["event"] == "imported":
             run.importing = None
         return current
+
+
+def _record(raw: bytes) -> object:
+    """The record a snapshot or plan line holds (a line `take` parsed and kept as text)."""
+    return json.loads(raw)["record"]
 
 
 def said(error: BaseException) -> str:

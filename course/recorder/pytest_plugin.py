@@ -120,6 +120,13 @@ def scenario_snapshot(request: pytest.FixtureRequest):
 
 OUTPUT_LINES = 40
 """How many lines of a scenario's own output (print, logging) a record keeps."""
+TEXT_LENGTH = 2000
+"""Characters of one text a record line keeps of what the implementation said (a line of its output,
+an error's message): the judge refuses record lines far longer than any of these (session.LINE_LIMIT)."""
+
+
+def _cut(text: str, limit: int = TEXT_LENGTH) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class Recording:
@@ -215,7 +222,7 @@ class Recording:
             output = (report.capstdout or "") + (report.capstderr or "")
             if output.strip():
                 lines = output.rstrip().splitlines()
-                line["output"] = lines[:OUTPUT_LINES]
+                line["output"] = [_cut(output_line) for output_line in lines[:OUTPUT_LINES]]
                 line["outputLines"] = len(lines)
             self.write(line)
         return report
@@ -223,7 +230,7 @@ class Recording:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             lines = report.longreprtext.strip().splitlines()
-            self.write({"collectionError": {"where": report.nodeid, "problem": lines[-1] if lines else "?"}})
+            self.write({"collectionError": {"where": _cut(report.nodeid), "problem": _cut(lines[-1]) if lines else "?"}})
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.write({"event": "finished"})
@@ -282,11 +289,11 @@ def import_problem(module: str, error: BaseException, implementation: impl.Imple
     """Where and why a chapter module failed to import: file, line and the message, in one block."""
     if isinstance(error, SyntaxError):
         return {"module": module, "file": error.filename, "line": error.lineno,
-                "problem": f"SyntaxError: {error.msg}", "text": (error.text or "").rstrip()}
+                "problem": _cut(f"SyntaxError: {error.msg}"), "text": _cut((error.text or "").rstrip())}
     where = _where(error, implementation)
     file, _, line = (where or "").rpartition(":")
     return {"module": module, "file": file or None, "line": int(line) if line.isdigit() else None,
-            "problem": f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}".rstrip(": ")}
+            "problem": _cut(f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}".rstrip(": "))}
 
 
 def _problem(excinfo: pytest.ExceptionInfo) -> str:
