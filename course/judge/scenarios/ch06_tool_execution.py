@@ -351,8 +351,16 @@ def _uses_the_registry(plan: dict) -> bool:
     return plan.get("registry") is True
 
 
+def _without_late_progress(plan: dict) -> dict:
+    """The plan with no tool reporting progress after it returned: whether such a report comes before the
+    executor has returned too (and is shown) is the executor's schedule; that a loop shows none after it
+    is chapter 07's promise, judged there."""
+    return {**plan, "steps": [{**step, "calls": [{**call, "late": False} for call in step["calls"]]}
+                              for step in plan["steps"]]}
+
+
 loop_plans = st.one_of(*[strategy.filter(_uses_the_registry) for strategy in ch07.STRATEGIES.values()]).map(
-    lambda plan: {"loopPlan": plan})
+    lambda plan: {"loopPlan": _without_late_progress(plan)})
 
 SEEDS = st.integers(0, 2**32 - 1)
 STRATEGIES = {"arguments": SEEDS.map(arguments_plan), "outputs": SEEDS.map(outputs_plan),
@@ -413,7 +421,114 @@ def render_execution(record: dict) -> str:
     return "".join(out)
 
 
-RENDERERS = {"tool-execution": render_execution}
+# --- a chapter 07 run with this chapter's executor ----------------------------------------------
+# The calls of a batch run at the same time, so when each of them reaches a point depends on how many
+# turns of the event loop its executor takes: a correct executor may yield before it runs the tool,
+# run the tool in a task of its own, or validate in a thread. What the chapter 06 executor decides
+# is each call's own story: its result, its progress, whether its tool ran and with what, whether it
+# was cancelled with the run. So a batch's events are compared call by call (each call's in its own
+# order, the calls in call order), its results' timestamps as the batch's set of them, and when an
+# observer raised, or the caller cancelled the run, while a batch of several calls ran, which of them
+# had ended by then not at all (that no task is left running still is).
+
+_BATCH_EVENTS = ("tool_start", "tool_progress", "tool_end")
+
+
+def _event_call(event: Any) -> Any:
+    if not isinstance(event, dict):
+        return None
+    if event.get("type") == "tool_start":
+        return event["call"].get("id") if isinstance(event.get("call"), dict) else None
+    if event.get("type") == "tool_progress":
+        return event.get("callId")
+    if event.get("type") == "tool_end":
+        return event["result"].get("toolCallId") if isinstance(event.get("result"), dict) else None
+    return None
+
+
+def _windows(events: list) -> list[tuple[int, int]]:
+    """(start, end) of each batch's events: a tool_start and the tool events that follow it."""
+    found, n = [], 0
+    while n < len(events):
+        if isinstance(events[n], dict) and events[n].get("type") == "tool_start":
+            start = n
+            while n < len(events) and isinstance(events[n], dict) and events[n].get("type") in _BATCH_EVENTS:
+                n += 1
+            found.append((start, n))
+        else:
+            n += 1
+    return found
+
+
+def _call_by_call(window: list) -> list:
+    """A batch's events: its tool_start events as they came, then each call's other events, in call order."""
+    starts = [e for e in window if e.get("type") == "tool_start"]
+    order = [_event_call(e) for e in starts]
+    rest = [e for e in window if e.get("type") != "tool_start"]
+    place = {call_id: n for n, call_id in reversed(list(enumerate(order)))}
+    return starts + sorted(rest, key=lambda e: place.get(_event_call(e), len(order)))
+
+
+def _same_times(transcript: list, events: list | None) -> None:
+    """Each run of consecutive tool results (a batch's) gets its timestamps in sorted order, in place; the
+    tool_end events carrying those results get the same."""
+    n, renamed = 0, {}
+    while n < len(transcript):
+        end = n
+        while end < len(transcript) and isinstance(transcript[end], dict) and transcript[end].get("role") == "toolResult":
+            end += 1
+        if end - n > 1:
+            stamps = [m.get("timestamp") for m in transcript[n:end]]
+            if all(isinstance(t, int) and not isinstance(t, bool) for t in stamps):
+                for message, stamp in zip(transcript[n:end], sorted(stamps)):
+                    renamed[(message.get("toolCallId"), message["timestamp"])] = stamp
+                    message["timestamp"] = stamp
+        n = max(end, n + 1)
+    for event in events or []:
+        result = event.get("result") if isinstance(event, dict) and event.get("type") == "tool_end" else None
+        if isinstance(result, dict) and (result.get("toolCallId"), result.get("timestamp")) in renamed:
+            result["timestamp"] = renamed[(result["toolCallId"], result["timestamp"])]
+
+
+def scheduling_free(record: dict) -> dict:
+    """A chapter 07 run with the executor under test, less what its executor's schedule decides (above)."""
+    record = copy.deepcopy(record)
+    events = record.get("events")
+    transcript = record.get("transcript")
+    if isinstance(events, list) and all(isinstance(e, dict) for e in events):
+        windows = _windows(events)
+        message = record.get("message")
+        cut_short = record.get("raised") == "CancelledError" or (
+            isinstance(message, str) and re.fullmatch(r"observer broke at (tool_end|tool_progress) \d+", message))
+        if record.get("outcome") == "raised" and cut_short and windows and windows[-1][1] == len(events):
+            start, end = windows[-1]
+            cut = {_event_call(e) for e in events[start:end] if e.get("type") == "tool_start"}
+            if len(cut) > 1:  # which calls of the batch ended before the raise or the cancel: their schedule
+                events[start:end] = [e for e in events[start:end] if e.get("type") == "tool_start"]
+                if isinstance(transcript, list):
+                    record["transcript"] = transcript = [
+                        m for m in transcript if not (isinstance(m, dict) and m.get("role") == "toolResult"
+                                                      and m.get("toolCallId") in cut)]
+                if isinstance(record.get("executions"), list):
+                    record["executions"] = [c for c in record["executions"] if c not in cut]
+                if isinstance(record.get("withoutTheRunsSignal"), list):
+                    record["withoutTheRunsSignal"] = [c for c in record["withoutTheRunsSignal"] if c not in cut]
+        for start, end in _windows(events):
+            events[start:end] = _call_by_call(events[start:end])
+    if isinstance(transcript, list):
+        _same_times(transcript, events if isinstance(events, list) else None)
+    return record
+
+
+def render_loop_run(record: dict) -> str:
+    try:
+        record = scheduling_free(record)
+    except Exception:  # a record this cannot read is shown as chapter 07 shows it
+        pass
+    return ch07.render_plan_run({**record, "kind": "ch07-plan-run"})
+
+
+RENDERERS = {"tool-execution": render_execution, "ch06-loop-run": render_loop_run}
 
 
 # --- the plan in words --------------------------------------------------------------------------
