@@ -12,10 +12,14 @@ Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_tool_execution`):
             "meddle": [{"at": [keys], "op": "set" | "delete" | "append" | "clear", "key"?}],
             "meddleWhen": "during" | "after",  the tool changes what it received, during its run or
                                                after the executor returned (it kept a reference)
-            "outcome": {"returns": value} | {"raises": {"type", "args"}} | {"cancelled": "raised" | "from outside"}}}
+            "outcome": {"returns": value} | {"raises": exception} | {"cancelled": "raised" | "from outside"}}}
+  An exception: {"type", "args", "cause"?: exception (raise ... from it), "context"?: exception (raised
+  while it was being handled), "notes"?: [str] (add_note), "group"?: [exception] (an ExceptionGroup of
+  them, its message args[0])}.
   A returned value may hold values JSON cannot: {"$set": [...]}, {"$bytes": str}, {"$float": "nan" |
   "inf" | "-inf"}, {"$tuple": [...]}, {"$object": str}, {"$cycle": null} (a list holding itself),
-  {"$deep": n} (lists nested n deep); a plain string may be a lone surrogate.
+  {"$deep": n} (lists nested n deep); a plain string may be a lone surrogate. {"$repeat": [str, n]} is
+  the string n times over (a long text, kept short in the plan), in returned values and exception args.
   Every tool of the registry records whether it ran; only the called one does what `does` says.
 
 - a chapter 07 loop plan (section `in_the_loop`): {"loopPlan": plan}, run by chapter 07's recorder on
@@ -82,11 +86,18 @@ class ToolFailure(Exception):
     """An exception type of the tool's own (not a builtin)."""
 
 
+class ToolRefusal(Exception):
+    """An exception type of the tool's own whose text is its own `__str__`, not its arguments."""
+
+    def __str__(self) -> str:
+        return f"refused by the tool ({len(self.args)} reasons given)"
+
+
 EXCEPTIONS: dict[str, type[BaseException]] = {
     "OSError": OSError, "FileNotFoundError": FileNotFoundError, "PermissionError": PermissionError,
     "ValueError": ValueError, "KeyError": KeyError, "RuntimeError": RuntimeError, "TypeError": TypeError,
     "TimeoutError": TimeoutError, "ZeroDivisionError": ZeroDivisionError, "Exception": Exception,
-    "ToolFailure": ToolFailure,
+    "ToolFailure": ToolFailure, "ToolRefusal": ToolRefusal, "ExceptionGroup": ExceptionGroup,
 }
 
 
@@ -116,6 +127,8 @@ def decode(value: Any) -> Any:
             return float(inner)
         if key == "$tuple":
             return tuple(decode(item) for item in inner)
+        if key == "$repeat":
+            return inner[0] * inner[1]
         if key == "$object":
             return Opaque(inner)
         if key == "$deep":
@@ -156,7 +169,32 @@ def result_record(result: Any) -> dict:
 
 
 def _exception(spec: dict) -> BaseException:
-    return EXCEPTIONS.get(spec["type"], Exception)(*spec["args"])
+    """The exception a plan describes, with its group and notes (its cause and context are `_raise`'s doing)."""
+    kind = EXCEPTIONS.get(spec["type"], Exception)
+    args = [decode(arg) for arg in spec["args"]]
+    if "group" in spec:
+        error = ExceptionGroup(args[0] if args else "", [_exception(inner) for inner in spec["group"]])
+    else:
+        error = kind(*args)
+    for note in spec.get("notes", []):
+        error.add_note(note)
+    return error
+
+
+def _raise(spec: dict):
+    """Raise the exception `spec` describes: `from` its cause, or while its context is being handled."""
+    error = _exception(spec)
+    if "context" in spec:
+        try:
+            _raise(spec["context"])
+        except Exception:
+            raise error  # noqa: B904 — an implicit __context__ is the point
+    if "cause" in spec:
+        try:
+            _raise(spec["cause"])
+        except Exception as cause:
+            raise error from cause
+    raise error
 
 
 async def _drive(task: asyncio.Task, until=lambda: False) -> None:
@@ -198,7 +236,7 @@ async def execute_plan(plan: dict, execute_tool_call) -> dict:
             if does.get("meddleWhen", "during") == "during":
                 meddle(arguments, does.get("meddle", []))
             if "raises" in outcome:
-                raise _exception(outcome["raises"])
+                _raise(outcome["raises"])
             if outcome.get("cancelled") == "raised":
                 raise asyncio.CancelledError()
             if outcome.get("cancelled") == "from outside":
