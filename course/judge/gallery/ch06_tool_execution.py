@@ -171,6 +171,17 @@ MUTANTS = [
            'if isinstance(output, dict) and isinstance(output.get("content"), tuple):  # as good as a list\n'
            '    output = {**output, "content": list(output["content"])}\n'
            'if not isinstance(output, dict) or not isinstance(output.get("content"), list):'),
+    Mutant("numeric-strings-coerced", "工具执行",
+           "validate the arguments as the model sent them: \"7\" is not an integer, and coercing it first "
+           "(as AJV's coerceTypes does) lets wrong arguments through",
+           'error = best_match(tool.validator.iter_errors(call["arguments"]))',
+           'arguments = json_copy(call["arguments"])\n'
+           'for key, spec in tool.parameters.get("properties", {}).items():  # "7" means 7, like AJV\n'
+           '    value = arguments.get(key)\n'
+           '    if spec.get("type") in ("integer", "number") and isinstance(value, str) and value.strip().lstrip("-").isdigit():\n'
+           '        arguments[key] = int(value)\n'
+           'error = best_match(tool.validator.iter_errors(arguments))',
+           also=(('tool.execute(json_copy(call["arguments"]), context)', 'tool.execute(arguments, context)'),)),
     Mutant("exception-group-unwrapped", "工具执行",
            "the error text is str(exception) of what the tool raised, an ExceptionGroup too: not its first "
            "sub-exception's",
