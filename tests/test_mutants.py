@@ -271,3 +271,23 @@ def test_an_exception_the_test_raises_itself_identifies_no_mistake():
     assert [mutants.evidence_of([verdict]) for verdict in said] == [
         {"TestX::test_y": "error: KeyError" + mutants.OUTSIDE}, {"TestX::test_y": "error: KeyError"}]
 
+
+def test_mistakes_the_evidence_cannot_tell_apart_are_named_as_what_the_evidence_shows(tmp_path, capsys):
+    # A tool's CancelledError turned into a result: `except BaseException` and catching CancelledError leave
+    # the same evidence. Both are named, each hint saying what the evidence shows before what code would do it,
+    # under a heading that says they are a match of evidence.
+    from course.judge import check
+    from course.judge.session import ChapterRun, Verdict
+
+    evidence = mutants.load_signatures()["06"]["cancellation-swallowed"]
+    found = mutants.diagnose("06", evidence)
+    assert [name for name, _ in found] == ["cancellation-swallowed", "cancellation-caught"]
+    shown = "a CancelledError raised in the tool became an error result instead of propagating: if you catch "
+    assert all(hint.startswith(shown) for _, hint in found)
+    chapter = find_chapter("06")
+    (tmp_path / f"{chapter.module}.py").write_text("", encoding="utf-8")
+    run = ChapterRun(chapter, [Verdict(name, chapter.test_file, "failed") for name in evidence])
+    check.summarize(chapter, run, str(tmp_path), found)
+    out = capsys.readouterr().out
+    assert "the known mistakes below, together or (where they fail alike) any one of them: a match of evidence" in out
+    assert "a known mistake (another mistake can fail the same way" not in out

@@ -29,7 +29,8 @@ MUTANTS = [
            'str(exc) or type(exc).__name__',
            'str(exc)'),
     Mutant("cancellation-swallowed", "工具执行",
-           "catch Exception, not BaseException: cancellation (asyncio.CancelledError) must propagate",
+           "a CancelledError raised in the tool became an error result instead of propagating: if you catch "
+           "BaseException, catch Exception instead (cancellation is no Exception)",
            'except Exception as exc:',
            'except BaseException as exc:'),
     Mutant("garbage-output-trusted", "工具执行",
@@ -115,7 +116,8 @@ MUTANTS = [
            'output = await tool.execute(json_copy(call["arguments"]), context)',
            'output = await __import__("asyncio").shield(tool.execute(json_copy(call["arguments"]), context))'),
     Mutant("cancellation-caught", "工具执行",
-           "asyncio.CancelledError is not the tool failing: let it propagate, never turn it into a result",
+           "a CancelledError raised in the tool became an error result instead of propagating: if you catch "
+           "asyncio.CancelledError, let it go on (it is not the tool failing)",
            'except Exception as exc:',
            'except (Exception, __import__("asyncio").CancelledError) as exc:'),
     Mutant("exception-first-argument", "工具执行",
