@@ -5,6 +5,7 @@ differs; the assertions after it hold the snapshot itself to the chapter.
 """
 
 import asyncio
+import json
 
 import pytest
 
@@ -55,6 +56,20 @@ class TestExecuteToolCall:
         result = await ch06.execute_tool_call(tool_call("call-1", "read", {}), registry, ToolExecutionContext())
         assert result_record(result) == snapshot
         assert result["isError"] is True
+
+    async def test_a_number_in_a_string_is_not_an_integer(self, ch06, snapshot):
+        """arguments are validated as the model sent them: "7" for an integer is invalid arguments, never coerced to 7."""
+        runs = []
+
+        async def head(arguments, context):
+            runs.append(jsonable(arguments))
+            return {"content": [text(f"got {json.dumps(arguments)}")]}
+
+        lines = {"type": "object", "properties": {"lines": {"type": "integer"}}, "required": ["lines"]}
+        result = await ch06.execute_tool_call(tool_call("call-1", "head", {"lines": "7"}),
+                                              Registry([tool("head", head, lines)]), ToolExecutionContext())
+        assert result_record(result) == snapshot
+        assert result["isError"] is True and runs == []
 
     async def test_raising_tool(self, ch06, snapshot):
         """a tool that raises becomes an error result with its message, no traceback."""

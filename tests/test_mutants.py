@@ -240,3 +240,54 @@ def test_diagnose_says_nothing_about_failures_it_cannot_explain():
 def test_diagnose_of_a_student_who_has_not_started():
     everything = mutants.load_signatures()["07"]["starter"]
     assert [name for name, _ in mutants.diagnose("07", everything)] == ["starter"]
+
+
+def _failed_call(run):
+    """What pytest's makereport sees of a test that raised: the exception `run()` raises."""
+    try:
+        run()
+    except BaseException:  # noqa: BLE001 — whatever it raised is the evidence
+        return types.SimpleNamespace(excinfo=pytest.ExceptionInfo.from_current())
+    raise AssertionError("it raised nothing")
+
+
+def test_an_exception_the_test_raises_itself_identifies_no_mistake():
+    # A test that looks up result["details"] and finds none raises a KeyError of its own: like a bare
+    # assert, that says only that something differs, whatever code was judged.
+    from checkpoints import ch06_tool_execution
+    from course.runtime.tools import ToolExecutionContext
+
+    item = types.SimpleNamespace(nodeid="tests/test_ch06_tool_execution.py::TestX::test_y", funcargs={})
+    own = mutants._evidence_in_process(item, _failed_call(lambda: {"content": []}["details"]))
+    # The same kind of exception raised inside the code under test is that code's doing.
+    theirs = mutants._evidence_in_process(item, _failed_call(lambda: asyncio.run(ch06_tool_execution.execute_tool_call(
+        {"type": "toolCall", "id": "c", "name": "read", "arguments": {}}, None, ToolExecutionContext()))))
+    assert own == "error: KeyError" + mutants.OUTSIDE and theirs == "error: AttributeError"
+    assert not mutants.identifying({"TestX::test_y": own}) and mutants.identifying({"TestX::test_y": theirs})
+    # course check's evidence says the same, from where the recorder found the exception (None: not in the code)
+    said = [types.SimpleNamespace(scenario="TestX::test_y", status="error", divergence=None, broken=[],
+                                  problem="KeyError: 'details'", where=where, passed=False)
+            for where in (None, "student/ch06_tool_execution.py:12")]
+    assert [mutants.evidence_of([verdict]) for verdict in said] == [
+        {"TestX::test_y": "error: KeyError" + mutants.OUTSIDE}, {"TestX::test_y": "error: KeyError"}]
+
+
+def test_mistakes_the_evidence_cannot_tell_apart_are_named_as_what_the_evidence_shows(tmp_path, capsys):
+    # A tool's CancelledError turned into a result: `except BaseException` and catching CancelledError leave
+    # the same evidence. Both are named, each hint saying what the evidence shows before what code would do it,
+    # under a heading that says they are a match of evidence.
+    from course.judge import check
+    from course.judge.session import ChapterRun, Verdict
+
+    evidence = mutants.load_signatures()["06"]["cancellation-swallowed"]
+    found = mutants.diagnose("06", evidence)
+    assert [name for name, _ in found] == ["cancellation-swallowed", "cancellation-caught"]
+    shown = "a CancelledError raised in the tool became an error result instead of propagating: if you catch "
+    assert all(hint.startswith(shown) for _, hint in found)
+    chapter = find_chapter("06")
+    (tmp_path / f"{chapter.module}.py").write_text("", encoding="utf-8")
+    run = ChapterRun(chapter, [Verdict(name, chapter.test_file, "failed") for name in evidence])
+    check.summarize(chapter, run, str(tmp_path), found)
+    out = capsys.readouterr().out
+    assert "the known mistakes below, together or (where they fail alike) any one of them: a match of evidence" in out
+    assert "a known mistake (another mistake can fail the same way" not in out

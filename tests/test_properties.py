@@ -57,3 +57,44 @@ def test_pinned_plans_run_first_and_the_reference_keeps_its_promises_on_them():
             with asyncio.Runner() as runner:
                 rendered = render_record(differential.run_plan("ch07_agent_loop", plan, lambda name: reference, runner))
             assert "invariants       hold" in rendered, rendered
+
+
+def test_chapter_06_pins_one_plan_of_every_rare_kind():
+    """Every malformed output, every wrong value against every type, extra keys holding what JSON cannot, a
+    megabyte of text and every shape of exception are run in every profile, not drawn by luck."""
+    import asyncio
+    import json
+
+    from checkpoints import ch06_tool_execution as reference
+    from course.judge import differential
+    from course.judge.render import render_record
+    from course.judge.scenarios import ch06_tool_execution as scenarios
+
+    module = "ch06_tool_execution"
+    for section in ("arguments", "outputs", "failures"):
+        pinned = differential.pinned_plans(module, section)
+        assert pinned and differential.draw_plans(module, section)[: len(pinned)] == pinned
+        assert differential.draw_plans(module, section, seed=7)[: len(pinned)] == pinned
+    returned = [plan["does"]["outcome"]["returns"] for plan in differential.pinned_plans(module, "outputs")]
+    assert all(bad in returned for bad in scenarios.MALFORMED)
+    assert any(json.dumps(scenarios.MEGABYTE) in json.dumps(output) for output in returned)
+    assert all({"content": [scenarios.text("done")], **extra} in returned
+               for extra in scenarios.EXTRAS if "$" in json.dumps(extra))
+    wrong = {(plan["tools"][0]["parameters"]["properties"]["limit"]["type"], json.dumps(plan["call"]["arguments"]["limit"]))
+             for plan in differential.pinned_plans(module, "arguments") if "limit" in plan["call"]["arguments"]}
+    assert ("integer", '"7"') in wrong and {json.dumps(w) for w in scenarios.WRONG} == {w for _, w in wrong}
+    raised = [plan["does"]["outcome"]["raises"] for plan in differential.pinned_plans(module, "failures")]
+    assert {"group", "cause", "context", "notes"} <= {key for spec in raised for key in spec}
+
+    def text_of(plan):
+        with asyncio.Runner() as runner:
+            rendered = render_record(differential.run_plan(module, plan, lambda name: reference, runner))
+        return json.loads(rendered.split("## tools that ran")[0].removeprefix("## result\n"))["content"][0]["text"]
+
+    texts = {why: text_of(plan) for why, plan in zip([why for why, _ in scenarios.PINNED_EXCEPTIONS],
+                                                     differential.pinned_plans(module, "failures"))}
+    assert list(texts.values())[:4] == ["several things failed (2 sub-exceptions)", " (1 sub-exception)",
+                                        "the read failed", "RuntimeError"]
+    assert "(5,250 characters" in texts["a message of several KB is the whole text, uncut"]
+    assert [texts[why] for why in list(texts)[-4:]] == ["('a', 'b')", "'R'", "RuntimeError",
+                                                        "refused by the tool (2 reasons given)"]

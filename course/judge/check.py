@@ -209,9 +209,14 @@ def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, fou
     if run.judge_errors:
         print("\n" + printable("; ".join(run.judge_errors)))
     if failing and not run.import_errors:
-        if found:
+        if len(found) == 1:
             print("\nthese failures are exactly those of a known mistake (another mistake can fail the same way: "
                   "check that yours is this one):")
+        elif found:
+            print("\nthese failures are exactly those of the known mistakes below, together or (where they fail "
+                  "alike) any one of them: a match of evidence, which another mistake can also leave; check which, "
+                  "if any, is yours:")
+        if found:
             for variant, hint in found:
                 print(f"  {variant}: {hint}")
         else:

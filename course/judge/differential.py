@@ -156,12 +156,13 @@ PINNED = Path(__file__).with_name("scenarios") / "pinned"
 
 
 def pinned_plans(module: str, section: str) -> list[dict]:
-    """The section's pinned plans (`scenarios/pinned/<module>.json`: {section: [{"why", "plan"}]}): cases a
-    wrong implementation was once found to pass that drawn plans reach only by luck, run first, always."""
+    """The section's pinned plans (`scenarios/pinned/<module>.json`, then the chapter's `PINNED`, each
+    {section: [{"why", "plan"}]}): cases a wrong implementation was once found to pass that drawn plans
+    reach only by luck, run first, always."""
     path = PINNED / f"{module}.json"
-    if not path.exists():
-        return []
-    return [entry["plan"] for entry in json.loads(path.read_text(encoding="utf-8")).get(section, [])]
+    entries = json.loads(path.read_text(encoding="utf-8")).get(section, []) if path.exists() else []
+    entries += getattr(judge_scenarios.for_chapter(module), "PINNED", {}).get(section, [])
+    return [entry["plan"] for entry in entries]
 
 
 def _draw_plans(module: str, section: str, *, seed: int | None, multiplier: int) -> list[dict]:

@@ -143,11 +143,17 @@ class Selection:
 _PATH = re.compile(r"(?<![\w.])/(?:[^\s\"'\\,:)]+/)+[^\s\"'\\,:)]*")
 
 
+OUTSIDE = " (outside the code under test)"
+"""The end of the evidence of an exception whose traceback never passed through the code under test: the
+test's own (a KeyError of `result["details"]`, like a bare assert), which identifies no mistake."""
+
+
 def evidence_key(*, generated: bool, status: str, divergence: dict | None, problem: str | None,
-                 broken: list[str] = ()) -> str:
+                 broken: list[str] = (), where: str | None = None) -> str:
     """What a failing scenario shows, reduced to what identifies a mistake: the first divergent line
-    of a snapshot and the promises the run broke, the kind of exception, or (for a generated section,
-    whose failing plan depends on how it was searched) only that it failed."""
+    of a snapshot and the promises the run broke, the kind of exception and whether the code under
+    test raised it (`where`: its innermost line there, None when the traceback never passed through
+    it), or (for a generated section, whose failing plan depends on how it was searched) only that it failed."""
     if generated:
         return "generated"
     if divergence:
@@ -156,13 +162,14 @@ def evidence_key(*, generated: bool, status: str, divergence: dict | None, probl
     if status == "timeout":
         return "timeout"
     kind = (problem or "").split(":", 1)[0].strip() or "?"
-    return f"{'error' if status == 'error' else 'failed'}: {kind}"
+    outside = not where and kind != "AssertionError"  # (an assertion identifies nothing wherever it failed)
+    return f"{'error' if status == 'error' else 'failed'}: {kind}" + (OUTSIDE if outside else "")
 
 
 def evidence_of(verdicts) -> dict[str, str]:
     """A judged chapter's failures as evidence: scenario -> `evidence_key`."""
     return {v.scenario: evidence_key(generated=v.scenario.startswith("test_generated["), status=v.status,
-                                     divergence=v.divergence, problem=v.problem, broken=v.broken)
+                                     divergence=v.divergence, problem=v.problem, broken=v.broken, where=v.where)
             for v in verdicts if not v.passed}
 
 
@@ -196,6 +203,8 @@ def _evidence_in_process(item, call) -> str:
     """`evidence_key` of a test that failed in this process (syrupy's comparison, or an exception)."""
     from course.judge.differential import broken_lines
     from course.judge.timeline import first_divergence
+    from course.recorder import impl
+    from course.recorder.pytest_plugin import _where
 
     name = item.nodeid.split("::", 1)[-1]
     assertion = getattr(item, "funcargs", {}).get("snapshot")
@@ -208,8 +217,9 @@ def _evidence_in_process(item, call) -> str:
     excinfo = call.excinfo
     problem = f"{excinfo.typename}: " if excinfo is not None else ""
     timeout = excinfo is not None and str(excinfo.value).startswith("Timeout (>")
+    where = _where(excinfo.value, impl.current()) if excinfo is not None else None
     return evidence_key(generated=name.startswith("test_generated["), status="timeout" if timeout else "error",
-                        divergence=None, problem=problem)
+                        divergence=None, problem=problem, where=where)
 
 
 def judge(chapter: Chapter, name: str, directory: Path, selection: Selection = Selection()) -> Outcome:
@@ -366,10 +376,12 @@ def write_signatures(outcomes: list[Outcome]) -> None:
 
 def identifying(signature: dict[str, str]) -> bool:
     """Whether a signature can identify a mistake: at least one fixed scenario's first divergence or
-    exception raised by the code under test. Failing generated sections, a timeout, or a test's own
-    assertion failing (its kind is all the evidence keeps) say only that something differs somewhere:
-    many mistakes, known or not, do that, so they name none."""
-    return any(key not in ("generated", "timeout") and not key.endswith(": AssertionError")
+    exception raised by the code under test. Failing generated sections, a timeout, a test's own
+    assertion failing, or any exception the test raised itself (its traceback never passed through
+    the code under test: a KeyError of `result["details"]` is the test finding something missing, as
+    an assert would) say only that something differs somewhere: many mistakes, known or not, do that,
+    so they name none."""
+    return any(key not in ("generated", "timeout") and not key.endswith((": AssertionError", OUTSIDE))
                for key in signature.values())
 
 

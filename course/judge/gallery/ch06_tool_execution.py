@@ -29,7 +29,8 @@ MUTANTS = [
            'str(exc) or type(exc).__name__',
            'str(exc)'),
     Mutant("cancellation-swallowed", "工具执行",
-           "catch Exception, not BaseException: cancellation (asyncio.CancelledError) must propagate",
+           "a CancelledError raised in the tool became an error result instead of propagating: if you catch "
+           "BaseException, catch Exception instead (cancellation is no Exception)",
            'except Exception as exc:',
            'except BaseException as exc:'),
     Mutant("garbage-output-trusted", "工具执行",
@@ -115,7 +116,8 @@ MUTANTS = [
            'output = await tool.execute(json_copy(call["arguments"]), context)',
            'output = await __import__("asyncio").shield(tool.execute(json_copy(call["arguments"]), context))'),
     Mutant("cancellation-caught", "工具执行",
-           "asyncio.CancelledError is not the tool failing: let it propagate, never turn it into a result",
+           "a CancelledError raised in the tool became an error result instead of propagating: if you catch "
+           "asyncio.CancelledError, let it go on (it is not the tool failing)",
            'except Exception as exc:',
            'except (Exception, __import__("asyncio").CancelledError) as exc:'),
     Mutant("exception-first-argument", "工具执行",
@@ -159,4 +161,53 @@ MUTANTS = [
            'return tool_result(\n        call,\n        output["content"],',
            'context.report_progress(output["content"])  # the final output, shown as the last progress\n'
            'return tool_result(\n    call,\n    output["content"],'),
+    # Mistakes a red team found passing: each is caught by a pinned plan (course/judge/scenarios), not by luck.
+    Mutant("output-cut-short", "工具执行",
+           "the tool's content arrives whole, however long: a megabyte of text is not cut",
+           'output["content"],\n        is_error=',
+           '[{**block, "text": block["text"][:50_000]} if isinstance(block, dict) and isinstance(block.get("text"), str)\n'
+           ' else block for block in output["content"]],  # keep the transcript small\nis_error='),
+    Mutant("tuple-content-accepted", "工具执行",
+           "content must be a list: an output whose content is a tuple (or any other sequence) is malformed, not converted",
+           'if not isinstance(output, dict) or not isinstance(output.get("content"), list):',
+           'if isinstance(output, dict) and isinstance(output.get("content"), tuple):  # as good as a list\n'
+           '    output = {**output, "content": list(output["content"])}\n'
+           'if not isinstance(output, dict) or not isinstance(output.get("content"), list):'),
+    Mutant("numeric-strings-coerced", "工具执行",
+           "validate the arguments as the model sent them: \"7\" is not an integer, and coercing it first "
+           "(as AJV's coerceTypes does) lets wrong arguments through",
+           'error = best_match(tool.validator.iter_errors(call["arguments"]))',
+           'arguments = json_copy(call["arguments"])\n'
+           'for key, spec in tool.parameters.get("properties", {}).items():  # "7" means 7, like AJV\n'
+           '    value = arguments.get(key)\n'
+           '    if spec.get("type") in ("integer", "number") and isinstance(value, str) and value.strip().lstrip("-").isdigit():\n'
+           '        arguments[key] = int(value)\n'
+           'error = best_match(tool.validator.iter_errors(arguments))',
+           also=(('tool.execute(json_copy(call["arguments"]), context)', 'tool.execute(arguments, context)'),)),
+    Mutant("exception-group-unwrapped", "工具执行",
+           "the error text is str(exception) of what the tool raised, an ExceptionGroup too: not its first "
+           "sub-exception's",
+           'return error_result(call, str(exc) or type(exc).__name__)',
+           'while isinstance(exc, BaseExceptionGroup):  # the first failure says what went wrong\n'
+           '    exc = exc.exceptions[0]\n'
+           'return error_result(call, str(exc) or type(exc).__name__)'),
+    Mutant("exception-cause-appended", "工具执行",
+           "the error text is str(exception) alone: nothing of its __cause__ or __context__ is added",
+           'return error_result(call, str(exc) or type(exc).__name__)',
+           'cause = exc.__cause__ or exc.__context__\n'
+           'said = str(exc) or type(exc).__name__\n'
+           'return error_result(call, said + (f" (caused by {type(cause).__name__}: {cause})" if cause else ""))'),
+    Mutant("exception-notes-appended", "工具执行",
+           "the error text is str(exception) alone: its __notes__ are not part of it",
+           'return error_result(call, str(exc) or type(exc).__name__)',
+           'return error_result(call, "\\n".join([str(exc) or type(exc).__name__, *getattr(exc, "__notes__", [])]))'),
+    Mutant("exception-message-cut", "工具执行",
+           "the error text is the whole str(exception), however long",
+           'return error_result(call, str(exc) or type(exc).__name__)',
+           'return error_result(call, (str(exc) or type(exc).__name__)[:500])'),
+    Mutant("output-checked-whole", "工具执行",
+           "check only what reaches the transcript (content and details) for JSON: other keys of the output "
+           "may hold anything",
+           'check_json([output["content"], output.get("details")])',
+           'check_json(output)'),
 ]

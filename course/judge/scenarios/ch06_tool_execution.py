@@ -12,22 +12,28 @@ a schema, nested objects and arrays, every JSON type, enum, minimum, minLength):
   (the text cut short or not an object, with `argumentsError`; NaN, an infinity, a lone surrogate or
   a set inside the object).
 - `outputs`: the tool returns a well-formed output (a non-bool isError, falsy or missing details,
-  extra keys), a malformed one (not a dict, no content, content not a list), or one holding values
-  JSON cannot hold.
-- `failures`: the tool raises (builtin and own exception types, with and without a message, several
-  arguments), raises CancelledError, or waits until the task executing it is cancelled (half of those
-  with the caller's signal aborted already).
+  extra keys, which may hold anything, JSON or not; texts of 60,000 characters), a malformed one (not
+  a dict, no content, content not a list), or one holding values JSON cannot hold.
+- `failures`: the tool raises (builtin and own exception types, one with its own `__str__`; with
+  and without a message, several arguments, a message of several KB; chained with `from` or raised
+  while handling another, with notes, or an ExceptionGroup), raises CancelledError, or waits until the
+  task executing it is cancelled (half of those with the caller's signal aborted already).
 - `context`: the tool reports progress and changes what it received at any depth, during its run or
   after it ended; the caller's signal may be aborted already.
 `in_the_loop`: chapter 07's plans that run their tools through a registry (from chapter 07's own
 strategies), run by the reference loop with the chapter 06 under test as its executor.
+
+Drawn plans reach a rare kind only by luck, so `PINNED` holds one plan of each kind a wrong executor
+was found to pass (every malformed output, every wrong value against every type, extra keys holding
+what JSON cannot, a megabyte of text, every shape of exception): they run first, in every profile.
 """
 
 from __future__ import annotations
 
 import copy
-import random
+import hashlib
 import json
+import random
 import re
 from typing import Any
 
@@ -46,12 +52,17 @@ TOOL_NAMES = ["read", "grep", "write", "ls"]
 WRONG = ["7", 7, 2.5, True, None, [], {}]
 """Replacements for a value of the wrong type: each schema type accepts some of these, never all."""
 
-TEXTS = ["done", "完成", "line one\nline two", ""]
+LONG_TEXT = {"$repeat": ["long line ", 6_000]}
+"""60,000 characters (the recorder's `$repeat` marker): more than any cut an executor might think harmless."""
+TEXTS = ["done", "完成", "line one\nline two", "", LONG_TEXT]
 IMAGE = {"type": "image", "data": "aGk=", "mimeType": "image/png"}
 DETAILS = ["absent", None, 0, "", [], {}, False, {"matches": 2}, {"nested": {"list": [1, 2.5, None]}}, "plain"]
 FLAGS = ["absent", True, False, "yes", 1, 0, None, "", "false"]
 EXTRAS = [{}, {}, {"note": "extra"},
-          {"role": "toolResult", "toolCallId": "someone-else", "toolName": "other", "timestamp": 99}]
+          {"role": "toolResult", "toolCallId": "someone-else", "toolName": "other", "timestamp": 99},
+          {"note": {"$set": [1]}}, {"handle": {"$object": "connection"}}, {"score": {"$float": "nan"}},
+          {"raw": {"$bytes": "x"}}]
+"""Keys besides content, details and isError: the output is still well-formed, whatever they hold."""
 MALFORMED = [
     "done", None, 7, True, [{"type": "text", "text": "done"}], {"$tuple": [{"type": "text", "text": "done"}]},
     {"$set": [1]}, {}, {"details": {"a": 1}}, {"isError": True}, {"Content": [{"type": "text", "text": "done"}]},
@@ -61,9 +72,12 @@ MALFORMED = [
 NOT_JSON = [{"$set": [1, 2]}, {"$bytes": "raw"}, {"$float": "nan"}, {"$float": "inf"}, {"$float": "-inf"},
             {"$object": "handle"}, {"$cycle": None}, "\ud800", {"$deep": 120}]
 RAISES = ["OSError", "FileNotFoundError", "PermissionError", "ValueError", "KeyError", "RuntimeError",
-          "TypeError", "TimeoutError", "ZeroDivisionError", "Exception", "ToolFailure"]
+          "TypeError", "TimeoutError", "ZeroDivisionError", "Exception", "ToolFailure", "ToolRefusal"]
+LONG_MESSAGE = {"$repeat": ["the disk is on fire; ", 250]}
+"""5,250 characters: a message is the exception's whole text, however long."""
 RAISE_ARGS = [[], ["disk on fire"], [""], ["line one\nline two"], ["first", "second"],
-              [2, "No such file or directory"], ["  "], ["path"]]
+              [2, "No such file or directory"], ["  "], ["path"], [LONG_MESSAGE]]
+NOTES = [["see the log"], ["retry later", "or not"]]
 
 
 # --- schemas and the arguments that fit or break them -------------------------------------------
@@ -281,6 +295,22 @@ def not_json(r: random.Random) -> dict:
     return output
 
 
+def exception(r: random.Random, depth: int = 0) -> dict:
+    """An exception a tool raises: a plain one, or (not inside another) chained, noted or a group."""
+    spec: dict[str, Any] = {"type": pick(r, RAISES), "args": pick(r, RAISE_ARGS)}
+    shape = up_to(r, 8) if depth == 0 else 8
+    if shape == 0:
+        spec["cause"] = exception(r, 1)
+    elif shape == 1:
+        spec["context"] = exception(r, 1)
+    elif shape == 2:
+        spec["notes"] = pick(r, NOTES)
+    elif shape == 3:
+        spec = {"type": "ExceptionGroup", "args": [pick(r, ["several things failed", ""])],
+                "group": [exception(r, 1) for _ in range(r.randint(1, 3))]}
+    return spec
+
+
 def outcome(r: random.Random, kind: int) -> dict:
     if kind < 0:
         return {"returns": {"content": [text("done")]}}
@@ -291,7 +321,7 @@ def outcome(r: random.Random, kind: int) -> dict:
     if kind == 3:
         return {"returns": not_json(r)}
     if kind <= 5:
-        return {"raises": {"type": pick(r, RAISES), "args": pick(r, RAISE_ARGS)}}
+        return {"raises": exception(r)}
     return pick(r, [{"cancelled": "raised"}, {"cancelled": "from outside"}])
 
 
@@ -347,12 +377,103 @@ def context_plan(seed: int) -> dict:
     return execution_plan(seed, "context")
 
 
+# --- pinned plans: one of each kind that drawn plans reach only by luck ----------------------------
+
+def _one_call(outcome: dict, *, parameters: dict | None = None, arguments: dict | None = None,
+              broken_by: str | None = None) -> dict:
+    """A plan calling the only tool of the registry, `read`, which does nothing but `outcome`."""
+    plan: dict[str, Any] = {"tools": [{"name": "read", "parameters": parameters or {"type": "object", "properties": {}}}]}
+    if broken_by:
+        plan["brokenBy"] = broken_by
+    plan["call"] = {"id": "call-1", "name": "read", "arguments": arguments or {}}
+    plan["signalAborted"] = False
+    plan["does"] = {"progress": [], "meddle": [], "meddleWhen": "during", "outcome": outcome}
+    return plan
+
+
+def _wrong_values() -> list[dict]:
+    """Every wrong value against every type that refuses it (an integer given "7" included: no coercion),
+    at the top and nested in an object and an array."""
+    pinned = []
+    types = sorted({leaf["type"] for leaf in LEAVES if "type" in leaf})
+    for kind in types:
+        for wrong in WRONG:
+            if fits(wrong, kind):
+                continue
+            parameters = {"type": "object", "properties": {"limit": {"type": kind}}, "required": ["limit"],
+                          "additionalProperties": False}
+            pinned.append({"why": f"{_compact(wrong)} for a property of type {kind} is invalid arguments, never "
+                                  "coerced or let through",
+                           "plan": _one_call({"returns": {"content": [text("done")]}}, parameters=parameters,
+                                             arguments={"limit": wrong}, broken_by="a wrong type at limit")})
+    nested = {"type": "object", "properties": {"opts": {"type": "object", "properties": {"depth": {"type": "integer"}}},
+                                               "tags": {"type": "array", "items": {"type": "integer"}}}}
+    for arguments, where in (({"opts": {"depth": "7"}}, "opts/depth"), ({"tags": [1, "7"]}, "tags/1")):
+        pinned.append({"why": f'"7" for an integer at {where} is invalid arguments, never coerced',
+                       "plan": _one_call({"returns": {"content": [text("done")]}}, parameters=nested,
+                                         arguments=arguments, broken_by=f"a wrong type at {where}")})
+    return pinned
+
+
+MEGABYTE = {"$repeat": ["0123456789abcdef", 65_537]}
+"""1,048,592 characters: the chapter promises a megabyte of output arrives whole."""
+
+PINNED_EXCEPTIONS = [
+    ("an ExceptionGroup's text is its own str(), not its first sub-exception's",
+     {"type": "ExceptionGroup", "args": ["several things failed"],
+      "group": [{"type": "ValueError", "args": ["bad value"]}, {"type": "KeyError", "args": ["R"]}]}),
+    ("an ExceptionGroup with an empty message is still its own str()",
+     {"type": "ExceptionGroup", "args": [""], "group": [{"type": "OSError", "args": ["disk on fire"]}]}),
+    ("an exception raised from another is its own text: no '(caused by …)'",
+     {"type": "RuntimeError", "args": ["the read failed"], "cause": {"type": "OSError", "args": ["disk on fire"]}}),
+    ("an exception without a message raised from another is its type name, not its cause's text",
+     {"type": "RuntimeError", "args": [], "cause": {"type": "OSError", "args": ["disk on fire"]}}),
+    ("an exception raised while another was handled is its own text, not its context's",
+     {"type": "ValueError", "args": ["no such mode"], "context": {"type": "KeyError", "args": ["mode"]}}),
+    ("an exception's notes are not part of its text",
+     {"type": "ValueError", "args": ["bad value"], "notes": ["see the log", "retry later"]}),
+    ("a message of several KB is the whole text, uncut",
+     {"type": "RuntimeError", "args": [LONG_MESSAGE]}),
+    ("several arguments: str() shows them all, as a tuple",
+     {"type": "ValueError", "args": ["a", "b"]}),
+    ("KeyError('R'): str() gives \"'R'\", quotes included",
+     {"type": "KeyError", "args": ["R"]}),
+    ("an empty message is the type name",
+     {"type": "RuntimeError", "args": [""]}),
+    ("an exception class with its own __str__: that is its text, not its arguments",
+     {"type": "ToolRefusal", "args": ["not allowed", "twice"]}),
+]
+
+
+def pinned() -> dict[str, list[dict]]:
+    """{section: [{"why", "plan"}]}: run first, in every profile and with any seed (see the module docstring)."""
+    outputs = [{"why": f"a malformed output ({_compact(bad)}) is an error result naming its type",
+                "plan": _one_call({"returns": bad})} for bad in MALFORMED]
+    outputs += [{"why": f"an extra key holding {_compact(extra)} leaves the output well-formed: only content and "
+                        "details reach the transcript",
+                 "plan": _one_call({"returns": {"content": [text("done")], **extra}})}
+                for extra in EXTRAS if any(isinstance(value, dict) for value in extra.values())]
+    outputs.append({"why": "a megabyte of text arrives whole",
+                    "plan": _one_call({"returns": {"content": [text(MEGABYTE)], "details": {"size": 1_048_592}}})})
+    failures = [{"why": why, "plan": _one_call({"raises": spec})} for why, spec in PINNED_EXCEPTIONS]
+    return {"arguments": _wrong_values(), "outputs": outputs, "failures": failures}
+
+
+
 def _uses_the_registry(plan: dict) -> bool:
     return plan.get("registry") is True
 
 
+def _without_late_progress(plan: dict) -> dict:
+    """The plan with no tool reporting progress after it returned: whether such a report comes before the
+    executor has returned too (and is shown) is the executor's schedule; that a loop shows none after it
+    is chapter 07's promise, judged there."""
+    return {**plan, "steps": [{**step, "calls": [{**call, "late": False} for call in step["calls"]]}
+                              for step in plan["steps"]]}
+
+
 loop_plans = st.one_of(*[strategy.filter(_uses_the_registry) for strategy in ch07.STRATEGIES.values()]).map(
-    lambda plan: {"loopPlan": plan})
+    lambda plan: {"loopPlan": _without_late_progress(plan)})
 
 SEEDS = st.integers(0, 2**32 - 1)
 STRATEGIES = {"arguments": SEEDS.map(arguments_plan), "outputs": SEEDS.map(outputs_plan),
@@ -365,14 +486,26 @@ EXAMPLES = {"arguments": 60, "outputs": 50, "failures": 40, "context": 40, "in_t
 NOT_JSON_ERROR = re.compile(r"^(Tool .* returned output that is not JSON): .*\Z", re.DOTALL)
 
 
+SHOWN_WHOLE = 2_000
+"""Longer texts are shown by their ends, length and digest: still exact, and a cut shows in the length."""
+
+
+def _long(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:40]}…{text[-20:]} ({len(text):,} characters, sha256 {digest})"
+
+
 def _shown(result: Any) -> Any:
-    """The result as the chapter promises it: the text after "...is not JSON:" is json's own wording, not compared."""
+    """The result as the chapter promises it: the text after "...is not JSON:" is json's own wording, not
+    compared; a long text is shown in short (`_long`)."""
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
         return result
     content = []
     for block in result["content"]:
         if isinstance(block, dict) and isinstance(block.get("text"), str) and NOT_JSON_ERROR.match(block["text"]):
             block = {**block, "text": NOT_JSON_ERROR.sub(r"\1: …", block["text"])}
+        if isinstance(block, dict) and isinstance(block.get("text"), str) and len(block["text"]) > SHOWN_WHOLE:
+            block = {**block, "text": _long(block["text"])}
         content.append(block)
     return {**result, "content": content}
 
@@ -413,10 +546,132 @@ def render_execution(record: dict) -> str:
     return "".join(out)
 
 
-RENDERERS = {"tool-execution": render_execution}
+# --- a chapter 07 run with this chapter's executor ----------------------------------------------
+# The calls of a batch run at the same time, so when each of them reaches a point depends on how many
+# turns of the event loop its executor takes: a correct executor may yield before it runs the tool,
+# run the tool in a task of its own, or validate in a thread. What the chapter 06 executor decides
+# is each call's own story: its result, its progress, whether its tool ran and with what, whether it
+# was cancelled with the run. So a batch's events are compared call by call (each call's in its own
+# order, the calls in call order), its results' timestamps as the batch's set of them, and when an
+# observer raised, or the caller cancelled the run, while a batch of several calls ran, which of them
+# had ended by then not at all (that no task is left running still is).
+
+_BATCH_EVENTS = ("tool_start", "tool_progress", "tool_end")
+
+
+def _event_call(event: Any) -> Any:
+    if not isinstance(event, dict):
+        return None
+    if event.get("type") == "tool_start":
+        return event["call"].get("id") if isinstance(event.get("call"), dict) else None
+    if event.get("type") == "tool_progress":
+        return event.get("callId")
+    if event.get("type") == "tool_end":
+        return event["result"].get("toolCallId") if isinstance(event.get("result"), dict) else None
+    return None
+
+
+def _windows(events: list) -> list[tuple[int, int]]:
+    """(start, end) of each batch's events: a tool_start and the tool events that follow it."""
+    found, n = [], 0
+    while n < len(events):
+        if isinstance(events[n], dict) and events[n].get("type") == "tool_start":
+            start = n
+            while n < len(events) and isinstance(events[n], dict) and events[n].get("type") in _BATCH_EVENTS:
+                n += 1
+            found.append((start, n))
+        else:
+            n += 1
+    return found
+
+
+def _call_by_call(window: list) -> list:
+    """A batch's events: its tool_start events as they came, then each call's other events, in call order."""
+    starts = [e for e in window if e.get("type") == "tool_start"]
+    order = [_event_call(e) for e in starts]
+    rest = [e for e in window if e.get("type") != "tool_start"]
+    place = {call_id: n for n, call_id in reversed(list(enumerate(order)))}
+    return starts + sorted(rest, key=lambda e: place.get(_event_call(e), len(order)))
+
+
+def _same_times(transcript: list, events: list | None) -> None:
+    """Each run of consecutive tool results (a batch's) gets its timestamps in sorted order, in place; the
+    tool_end events carrying those results get the same."""
+    n, renamed = 0, {}
+    while n < len(transcript):
+        end = n
+        while end < len(transcript) and isinstance(transcript[end], dict) and transcript[end].get("role") == "toolResult":
+            end += 1
+        if end - n > 1:
+            stamps = [m.get("timestamp") for m in transcript[n:end]]
+            if all(isinstance(t, int) and not isinstance(t, bool) for t in stamps):
+                for message, stamp in zip(transcript[n:end], sorted(stamps)):
+                    renamed[(message.get("toolCallId"), message["timestamp"])] = stamp
+                    message["timestamp"] = stamp
+        n = max(end, n + 1)
+    for event in events or []:
+        result = event.get("result") if isinstance(event, dict) and event.get("type") == "tool_end" else None
+        if isinstance(result, dict) and (result.get("toolCallId"), result.get("timestamp")) in renamed:
+            result["timestamp"] = renamed[(result["toolCallId"], result["timestamp"])]
+
+
+def scheduling_free(record: dict) -> dict:
+    """A chapter 07 run with the executor under test, less what its executor's schedule decides (above)."""
+    record = copy.deepcopy(record)
+    events = record.get("events")
+    transcript = record.get("transcript")
+    if isinstance(events, list) and all(isinstance(e, dict) for e in events):
+        windows = _windows(events)
+        message = record.get("message")
+        cut_short = record.get("raised") == "CancelledError" or (
+            isinstance(message, str) and re.fullmatch(r"observer broke at (tool_end|tool_progress) \d+", message))
+        if record.get("outcome") == "raised" and cut_short and windows and windows[-1][1] == len(events):
+            start, end = windows[-1]
+            cut = {_event_call(e) for e in events[start:end] if e.get("type") == "tool_start"}
+            if len(cut) > 1:  # which calls of the batch ended before the raise or the cancel: their schedule
+                events[start:end] = [e for e in events[start:end] if e.get("type") == "tool_start"]
+                if isinstance(transcript, list):
+                    record["transcript"] = transcript = [
+                        m for m in transcript if not (isinstance(m, dict) and m.get("role") == "toolResult"
+                                                      and m.get("toolCallId") in cut)]
+                if isinstance(record.get("executions"), list):
+                    record["executions"] = [c for c in record["executions"] if c not in cut]
+                if isinstance(record.get("withoutTheRunsSignal"), list):
+                    record["withoutTheRunsSignal"] = [c for c in record["withoutTheRunsSignal"] if c not in cut]
+        for start, end in _windows(events):
+            events[start:end] = _call_by_call(events[start:end])
+    if isinstance(transcript, list):
+        _same_times(transcript, events if isinstance(events, list) else None)
+    return record
+
+
+def render_loop_run(record: dict) -> str:
+    try:
+        record = scheduling_free(record)
+    except Exception:  # a record this cannot read is shown as chapter 07 shows it
+        pass
+    return ch07.render_plan_run({**record, "kind": "ch07-plan-run"})
+
+
+RENDERERS = {"tool-execution": render_execution, "ch06-loop-run": render_loop_run}
 
 
 # --- the plan in words --------------------------------------------------------------------------
+
+def _exception_words(spec: dict) -> str:
+    if "group" in spec:
+        inner = ", ".join(_exception_words(one) for one in spec["group"])
+        words = f"ExceptionGroup({', '.join(_compact(a) for a in spec['args'])}, [{inner}])"
+    else:
+        words = f"{spec['type']}({', '.join(_compact(a) for a in spec['args'])})"
+    if spec.get("notes"):
+        words += f" with notes {_compact(spec['notes'])}"
+    if "cause" in spec:
+        words += f" from {_exception_words(spec['cause'])}"
+    if "context" in spec:
+        words += f" while handling {_exception_words(spec['context'])}"
+    return words
+
 
 def describe(plan: dict) -> str:
     if "loopPlan" in plan:
@@ -443,10 +698,13 @@ def describe(plan: dict) -> str:
     if "returns" in outcome:
         doing.append(f"returns {_compact(outcome['returns'])}")
     elif "raises" in outcome:
-        doing.append(f"raises {outcome['raises']['type']}({', '.join(_compact(a) for a in outcome['raises']['args'])})")
+        doing.append(f"raises {_exception_words(outcome['raises'])}")
     elif outcome.get("cancelled") == "raised":
         doing.append("raises asyncio.CancelledError")
     else:
         doing.append("waits until the task executing it is cancelled")
     parts.append("the called tool " + ", then ".join(doing))
     return " | ".join(parts + [f"registry: {tools}"])
+
+
+PINNED = pinned()

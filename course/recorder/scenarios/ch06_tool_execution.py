@@ -12,22 +12,32 @@ Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_tool_execution`):
             "meddle": [{"at": [keys], "op": "set" | "delete" | "append" | "clear", "key"?}],
             "meddleWhen": "during" | "after",  the tool changes what it received, during its run or
                                                after the executor returned (it kept a reference)
-            "outcome": {"returns": value} | {"raises": {"type", "args"}} | {"cancelled": "raised" | "from outside"}}}
+            "outcome": {"returns": value} | {"raises": exception} | {"cancelled": "raised" | "from outside"}}}
+  An exception: {"type", "args", "cause"?: exception (raise ... from it), "context"?: exception (raised
+  while it was being handled), "notes"?: [str] (add_note), "group"?: [exception] (an ExceptionGroup of
+  them, its message args[0])}.
   A returned value may hold values JSON cannot: {"$set": [...]}, {"$bytes": str}, {"$float": "nan" |
   "inf" | "-inf"}, {"$tuple": [...]}, {"$object": str}, {"$cycle": null} (a list holding itself),
-  {"$deep": n} (lists nested n deep); a plain string may be a lone surrogate.
+  {"$deep": n} (lists nested n deep); a plain string may be a lone surrogate. {"$repeat": [str, n]} is
+  the string n times over (a long text, kept short in the plan), in returned values and exception args.
   Every tool of the registry records whether it ran; only the called one does what `does` says.
 
 - a chapter 07 loop plan (section `in_the_loop`): {"loopPlan": plan}, run by chapter 07's recorder on
   the REFERENCE loop whose chapter 06 executor is the implementation's `execute_tool_call`.
 
 Nothing waits on time: the executor runs in a task driven for a bounded number of event-loop turns,
-and a tool that waits for cancellation waits on a gate this module opens before it returns.
+and a tool that waits for cancellation waits on a gate this module opens before it returns. Work an
+executor hands to the event loop's default executor (`asyncio.to_thread`, `run_in_executor(None, ...)`)
+runs in a thread as usual, but the event loop waits for it there and then (`WaitingExecutor`, at most
+THREAD_WAIT seconds), so it takes the same turns in every run; other real time (a timer, I/O, a thread
+pool of the executor's own) is not waited for, and a run still waiting on it after its turns is
+recorded as not having finished within them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import importlib.util
 import sys
@@ -51,17 +61,43 @@ SECTIONS = {
 
 TURNS = 500
 """Event-loop turns an execution may take: a tool here never waits on anything but the plan's gate."""
+THREAD_WAIT = 2.0
+"""Seconds the event loop waits for one piece of work handed to its default executor (a thread)."""
+
+
+class WaitingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The event loop's default executor during a plan: the work runs in a thread, and `submit` waits for
+    it (at most THREAD_WAIT seconds), so `await asyncio.to_thread(f)` resumes after the same turns of the
+    event loop in every run, however long the thread took. Work that takes longer is left running and
+    the run goes on as it would with any thread pool."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = super().submit(fn, *args, **kwargs)
+        concurrent.futures.wait([future], timeout=THREAD_WAIT)
+        return future
+
+
+def _never_ended(turns: int) -> str:
+    return (f"did not finish within {turns} turns of the event loop (an execution that waits on real time — "
+            "a timer, I/O, a thread of its own — cannot be judged here; one that waits on nothing never ends)")
 
 
 class ToolFailure(Exception):
     """An exception type of the tool's own (not a builtin)."""
 
 
+class ToolRefusal(Exception):
+    """An exception type of the tool's own whose text is its own `__str__`, not its arguments."""
+
+    def __str__(self) -> str:
+        return f"refused by the tool ({len(self.args)} reasons given)"
+
+
 EXCEPTIONS: dict[str, type[BaseException]] = {
     "OSError": OSError, "FileNotFoundError": FileNotFoundError, "PermissionError": PermissionError,
     "ValueError": ValueError, "KeyError": KeyError, "RuntimeError": RuntimeError, "TypeError": TypeError,
     "TimeoutError": TimeoutError, "ZeroDivisionError": ZeroDivisionError, "Exception": Exception,
-    "ToolFailure": ToolFailure,
+    "ToolFailure": ToolFailure, "ToolRefusal": ToolRefusal, "ExceptionGroup": ExceptionGroup,
 }
 
 
@@ -91,6 +127,8 @@ def decode(value: Any) -> Any:
             return float(inner)
         if key == "$tuple":
             return tuple(decode(item) for item in inner)
+        if key == "$repeat":
+            return inner[0] * inner[1]
         if key == "$object":
             return Opaque(inner)
         if key == "$deep":
@@ -131,7 +169,32 @@ def result_record(result: Any) -> dict:
 
 
 def _exception(spec: dict) -> BaseException:
-    return EXCEPTIONS.get(spec["type"], Exception)(*spec["args"])
+    """The exception a plan describes, with its group and notes (its cause and context are `_raise`'s doing)."""
+    kind = EXCEPTIONS.get(spec["type"], Exception)
+    args = [decode(arg) for arg in spec["args"]]
+    if "group" in spec:
+        error = ExceptionGroup(args[0] if args else "", [_exception(inner) for inner in spec["group"]])
+    else:
+        error = kind(*args)
+    for note in spec.get("notes", []):
+        error.add_note(note)
+    return error
+
+
+def _raise(spec: dict):
+    """Raise the exception `spec` describes: `from` its cause, or while its context is being handled."""
+    error = _exception(spec)
+    if "context" in spec:
+        try:
+            _raise(spec["context"])
+        except Exception:
+            raise error  # noqa: B904 — an implicit __context__ is the point
+    if "cause" in spec:
+        try:
+            _raise(spec["cause"])
+        except Exception as cause:
+            raise error from cause
+    raise error
 
 
 async def _drive(task: asyncio.Task, until=lambda: False) -> None:
@@ -173,7 +236,7 @@ async def execute_plan(plan: dict, execute_tool_call) -> dict:
             if does.get("meddleWhen", "during") == "during":
                 meddle(arguments, does.get("meddle", []))
             if "raises" in outcome:
-                raise _exception(outcome["raises"])
+                _raise(outcome["raises"])
             if outcome.get("cancelled") == "raised":
                 raise asyncio.CancelledError()
             if outcome.get("cancelled") == "from outside":
@@ -220,7 +283,7 @@ async def execute_plan(plan: dict, execute_tool_call) -> dict:
         if outcome.get("cancelled") == "from outside":
             record["toolWhenTheExecutorEnded"] = state["tool"] if task.done() else "still running"
         if not task.done():
-            record["neverEnded"] = f"still running after {TURNS} turns of the event loop"
+            record["neverEnded"] = _never_ended(TURNS)
             for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
                 task.cancel()
                 await _drive(task)
@@ -280,9 +343,17 @@ def loop_with(execute_tool_call) -> ModuleType:
 
 async def run_plan(plan: dict, load) -> dict:
     executor = load("ch06_tool_execution").execute_tool_call
-    if "loopPlan" in plan:
-        return await run_in_the_loop(plan["loopPlan"], executor, load)
-    return await execute_plan(plan, executor)
+    loop = asyncio.get_running_loop()
+    kept = getattr(loop, "_default_executor", None)  # (asyncio keeps it there, and offers no getter)
+    waiting = WaitingExecutor(max_workers=4, thread_name_prefix="tiny-pi-plan")
+    loop.set_default_executor(waiting)
+    try:
+        if "loopPlan" in plan:
+            return await run_in_the_loop(plan["loopPlan"], executor, load)
+        return await execute_plan(plan, executor)
+    finally:
+        loop._default_executor = kept  # the next run's work goes where it went before this plan
+        waiting.shutdown(wait=False, cancel_futures=True)
 
 
 LOOP_TURNS = 50_000
@@ -302,10 +373,11 @@ async def run_in_the_loop(loop_plan: dict, executor, load) -> dict:
             break
         await asyncio.sleep(0)
     if task.done():
-        return task.result()
+        # The judge shows this run as chapter 07's, less what the executor's own schedule decides (in_the_loop).
+        return {**task.result(), "kind": "ch06-loop-run"}
     for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
         task.cancel()
         await _drive(task)
         if task.done():
             break
-    return {"kind": "tool-execution", "neverEnded": f"the chapter 07 run was still going after {LOOP_TURNS} turns of the event loop"}
+    return {"kind": "tool-execution", "neverEnded": "the chapter 07 run " + _never_ended(LOOP_TURNS)}

@@ -514,6 +514,10 @@ async def run_plan(plan: dict, load) -> dict:
         given = len(record["inputMessages"])  # the caller's own messages stay as they are, tool results included
         transcript = transcript[:given] + [m for m in transcript[given:] if not (
             isinstance(m, dict) and m.get("role") == "toolResult") or m.get("toolCallId") in answered]
+        # Which of the batch's other tools had started by then is the same kind of schedule: the tools
+        # counted are those whose call was answered before the raise.
+        executed = [call_id for call_id in executed if call_id in answered]
+        unsignalled = [call_id for call_id in unsignalled if call_id in answered]
     record.update(
         transcript=transcript,
         events=jsonable(events) if plan["observer"] == "present" else None,
