@@ -215,7 +215,9 @@ class TestRealReadRoundTrip:
         run = await run_loop(ch07, model=model, context=readme.context(),
                              tools=Registry([ch08.create_read_tool(place.root)]))
         assert run == snapshot  # a temporary path in it would differ from the snapshot, as would the secret
-        assert (run.reason, run.steps, run.executions, run.problems) == ("stop", 2, ["read"], [])
+        # (The snapshot's `invariants hold` is the judge's check of the loop's promises: a graded test process
+        # may not import the judge, so `run.problems` is not asked for here.)
+        assert (run.reason, run.steps, run.executions) == ("stop", 2, ["read"])
         assert run.messages[2]["content"] == [text(readme.README)]
         assert run.messages[3]["content"] == [text("项目名是 tiny-pi。")]
 
