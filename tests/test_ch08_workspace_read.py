@@ -206,6 +206,27 @@ def fifo_watchdog():
         timer.cancel()
 
 
+def at_the_first_stat_of(name: str, swap, monkeypatch) -> list:
+    """Calls `swap()` right after the code under test first stats (os.stat or os.lstat, by path or relative to
+    a directory fd) a path whose last component is `name`: between its check and its open. The list it
+    returns gets an item once the swap is made."""
+    swapped: list[bool] = []
+
+    def swap_once(real):
+        def checked(path, *args, **kwargs):
+            info = real(path, *args, **kwargs)
+            if (not swapped and isinstance(path, (str, bytes, os.PathLike))
+                    and os.path.basename(os.fsdecode(path).rstrip("/")) == name):
+                swap()
+                swapped.append(True)
+            return info
+        return checked
+
+    monkeypatch.setattr(os, "stat", swap_once(os.stat))
+    monkeypatch.setattr(os, "lstat", swap_once(os.lstat))
+    return swapped
+
+
 @pytest.mark.asyncio
 @pytest.mark.section("真实往返")
 class TestRealReadRoundTrip:
@@ -342,20 +363,7 @@ class TestNothingOutsideTheRootIsOpened:
         else:
             os.mkfifo(decoy)
         fired = fifo_watchdog(guide)
-        swapped = []
-        real_stat, real_lstat = os.stat, os.lstat
-
-        def swap_once(real):
-            def checked(path, *args, **kwargs):
-                info = real(path, *args, **kwargs)
-                if not swapped and os.path.basename(os.fsdecode(path)) == "guide.md":
-                    os.replace(decoy, guide)
-                    swapped.append(True)
-                return info
-            return checked
-
-        monkeypatch.setattr(os, "stat", swap_once(real_stat))
-        monkeypatch.setattr(os, "lstat", swap_once(real_lstat))
+        swapped = at_the_first_stat_of("guide.md", lambda: os.replace(decoy, guide), monkeypatch)
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
         monkeypatch.undo()
         assert fired == [], "the read blocked on the FIFO swapped in"
@@ -365,6 +373,67 @@ class TestNothingOutsideTheRootIsOpened:
         record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
                   "swapped": bool(swapped), "blocked": bool(fired)}
         assert hide(jsonable(record), str(place.tmp)) == snapshot
+
+    # (the directory swapped, the path read): a directory on the way, one level down and three levels down
+    DIRECTORY_SWAPS = {"docs": ("docs", "docs/secret.txt"), "deep": ("a/b/c", "a/b/c/secret.txt")}
+
+    @pytest.mark.parametrize("case", list(DIRECTORY_SWAPS))
+    async def test_a_directory_swapped_after_its_check_is_not_followed(self, ch06, ch08, place, opened, monkeypatch,
+                                                                       case, snapshot):
+        """A directory on the path is replaced by a link to a directory outside (which holds secret.txt) right
+        after the tool first stats it: the open of that directory must not follow the link (O_NOFOLLOW on every
+        step, not only the last), so the walk meets the link and refuses it."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        directory, path = self.DIRECTORY_SWAPS[case]
+        swapped_dir = place.root / directory
+
+        def swap():
+            os.rename(swapped_dir, swapped_dir.with_name(".away"))
+            os.symlink(place.tmp / "outside", swapped_dir)
+
+        swapped = at_the_first_stat_of(swapped_dir.name, swap, monkeypatch)
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": path})
+        monkeypatch.undo()
+        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
+                  "swapped": bool(swapped), "blocked": False}
+        assert hide(jsonable(record), str(place.tmp)) == snapshot
+        # (What the snapshot shows, said again: these hold the reference to it when snapshots are regenerated.)
+        assert SECRET not in result_text(result) and outside(opened, place.root) == []
+        assert not swapped or result["isError"] is True
+
+    async def test_a_fifo_swapped_in_for_the_open_and_back_is_refused(self, ch06, ch08, place, opened, monkeypatch,
+                                                                      fifo_watchdog, snapshot):
+        """guide.md is replaced by a FIFO right after the tool first stats it, and put back right after the tool
+        opens it: what was opened is the FIFO, which only fstat on the open descriptor sees (a second stat by
+        name sees the file put back, and reading the FIFO gives nothing: an empty file, served)."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        guide = place.root / "docs" / "guide.md"
+        kept, decoy = guide.with_name(".kept"), guide.with_name(".decoy")
+        os.mkfifo(decoy)
+        fired = fifo_watchdog(guide)
+
+        def swap_in():
+            os.replace(guide, kept)
+            os.replace(decoy, guide)
+
+        swapped = at_the_first_stat_of("guide.md", swap_in, monkeypatch)
+        restored: list[bool] = []
+        real_open = os.open
+
+        def open_then_put_back(path, *args, **kwargs):
+            fd = real_open(path, *args, **kwargs)
+            if swapped and not restored and os.path.basename(os.fsdecode(path)) == "guide.md":
+                os.replace(kept, guide)
+                restored.append(True)
+            return fd
+
+        monkeypatch.setattr(os, "open", open_then_put_back)
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
+        monkeypatch.undo()
+        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
+                  "swapped": bool(restored), "blocked": bool(fired)}
+        assert hide(jsonable(record), str(place.tmp)) == snapshot
+        assert fired == [] and (not restored or result.get("details") == {"error": "not_regular"})
 
 
 def make_device(path: Path) -> None:

@@ -78,6 +78,16 @@ MUTANTS = [
            "leaves one open per directory in its path",
            'for _, held in stack:\n                os.close(held)',
            'os.close(root_fd)'),
+    Mutant("directory-opened-following-links", "越界",
+           "open each directory on the path with O_NOFOLLOW too, not only the file: a directory swapped for a link "
+           "to one outside after you looked at it is otherwise followed out of the workspace",
+           'fd = self.open_step(name, here, _DIRECTORY_FLAGS)',
+           'fd = self.open_step(name, here, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)'),
+    Mutant("type-rechecked-by-name", "越界",
+           "check the type of what you opened with fstat on its descriptor: a stat by name after the open sees "
+           "whatever is at that name by then (the file put back), not the FIFO you opened",
+           'check_file_type(os.fstat(fd).st_mode, shown)',
+           'check_file_type(os.stat(name, dir_fd=here, follow_symlinks=False).st_mode, shown)'),
 
     # 拒绝: refused reads are error results
     Mutant("refusal-raised", "拒绝",
