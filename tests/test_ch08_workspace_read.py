@@ -6,6 +6,7 @@ The workspace sits in a temporary directory beside a secret file; no test snapsh
 
 import asyncio
 import builtins
+import errno
 import io
 import os
 import socket
@@ -510,6 +511,93 @@ class TestRefusals:
         result = await read(ch06, ch08.create_read_tool(place.root), arguments)
         assert result["isError"] is True and "Invalid arguments for tool read" in result_text(result)
         assert reads_record([(arguments, result, [])], place) == snapshot  # "refused by the schema"
+
+    @pytest.mark.parametrize("case", ["root_gone", "permission_denied"])
+    async def test_an_os_error_is_still_an_answer(self, ch06, ch08, place, monkeypatch, case, snapshot):
+        """The workspace directory gone after the tool was made, or a file the OS will not open (EACCES): an error
+        result with details {"error": "os_error"}, naming the path as the model gave it, not the workspace's place."""
+        tool = ch08.create_read_tool(place.root)
+        if case == "root_gone":
+            os.rename(place.root, place.tmp / "ws-gone")
+            path = "README.md"
+        else:
+            path = "docs/locked.md"
+            locked = place.root / path
+            locked.write_text("locked\n")
+            locked.chmod(0)
+            try:  # as root (CI), or with CAP_DAC_OVERRIDE, the kernel opens it anyway: the test says no instead
+                os.close(os.open(locked, os.O_RDONLY))
+            except PermissionError:
+                pass
+            else:
+                real_open = os.open
+
+                def refusing_open(name, *args, **kwargs):
+                    if os.path.basename(os.fsdecode(name)) == locked.name:
+                        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fsdecode(name))
+                    return real_open(name, *args, **kwargs)
+
+                monkeypatch.setattr(os, "open", refusing_open)
+        result = await read(ch06, tool, {"path": path})
+        monkeypatch.undo()
+        assert tool_result_record(result, place) == snapshot  # the place on the disk would show as {tmp}
+        assert (result["isError"], result.get("details")) == (True, {"error": "os_error"})
+        assert str(place.tmp) not in result_text(result)
+
+    async def test_names_are_their_bytes(self, ch06, ch08, place, snapshot):
+        """No Unicode normalisation (café.txt in NFC and in NFD are two files, each read as itself), no case-insensitive
+        match (readme.md is not README.md: not found), and a dotfile is a file like any other."""
+        nfc, nfd = "caf\u00e9.txt", "cafe\u0301.txt"
+        (place.root / nfc).write_text("composed (NFC)\n")
+        (place.root / nfd).write_text("decomposed (NFD)\n")
+        (place.root / ".env").write_text("A_DOTFILE=1\n")
+        (place.root / "docs" / ".notes.md").write_text("notes\n")
+        tool = ch08.create_read_tool(place.root)
+        expected = {nfc: "composed (NFC)", nfd: "decomposed (NFD)", ".env": "A_DOTFILE=1", "docs/.notes.md": "notes",
+                    "readme.md": None, "README.MD": None, "Docs/guide.md": None}
+        reads = [({"path": path}, await read(ch06, tool, {"path": path}), []) for path in expected]
+        assert reads_record(reads, place) == snapshot
+        for (_, result, _), content in zip(reads, expected.values()):
+            assert (result_text(result) if content else result.get("details")) == (content or {"error": "not_found"})
+
+    async def test_a_relative_root_stays_the_directory_it_named(self, ch06, ch08, place, monkeypatch, snapshot):
+        """A root given as a relative path names the directory it named when the tool was made: a later change
+        of the current directory (to one holding a decoy ws/) changes nothing."""
+        decoy = place.tmp / "outside" / "ws"
+        decoy.mkdir()
+        (decoy / "README.md").write_text(SECRET)
+        monkeypatch.chdir(place.tmp)
+        tool = ch08.create_read_tool("ws")
+        monkeypatch.chdir(decoy.parent)
+        result = await read(ch06, tool, {"path": "README.md"})
+        monkeypatch.undo()
+        assert reads_record([({"path": "README.md"}, result, [])], place) == snapshot
+        assert (result["isError"], result_text(result)) == (False, readme.README)
+
+    async def test_a_large_file_is_read_like_any_other(self, ch06, ch08, place, snapshot):
+        """An 11 MiB file (13,000 lines of text, then NUL bytes: a sparse hole) is not refused for its size: a
+        window in its text is served (the NULs lie more than 1 MiB past it), a window in the NULs is binary."""
+        with open(place.root / "large.log", "wb") as f:
+            f.write((b"x" * 99 + b"\n") * 13_000)
+            f.truncate(11 * 1024 * 1024)
+        tool = ch08.create_read_tool(place.root)
+        first = await read(ch06, tool, {"path": "large.log", "limit": 1})
+        far = await read(ch06, tool, {"path": "large.log", "offset": 13_001})
+        assert reads_record([({"path": "large.log", "limit": 1}, first, []),
+                             ({"path": "large.log", "offset": 13_001}, far, [])], place) == snapshot
+        assert (first["isError"], far.get("details")) == (False, {"error": "binary"})
+
+    async def test_a_long_line_is_read_only_as_far_as_the_window_needs(self, ch06, ch08, place, snapshot):
+        """A first line of 1.3 MB with a NUL byte at 1,250,000: a read of it shows its first max_bytes bytes and
+        stops reading there, more than 1 MiB before the NUL (served); a read of the second line reads through it
+        (binary)."""
+        (place.root / "one_line.txt").write_bytes(b"x" * 1_250_000 + b"\0" + b"x" * 50_000 + b"\nsecond\n")
+        tool = ch08.create_read_tool(place.root)
+        head = await read(ch06, tool, {"path": "one_line.txt"})
+        second = await read(ch06, tool, {"path": "one_line.txt", "offset": 2})
+        assert reads_record([({"path": "one_line.txt"}, head, []), ({"path": "one_line.txt", "offset": 2}, second, [])],
+                            place) == snapshot
+        assert (head["isError"], second.get("details")) == (False, {"error": "binary"})
 
     async def test_a_missing_root_is_refused_when_the_tool_is_made(self, ch08, place, snapshot):
         """Binding the tool to a directory that does not exist is the operator's error, raised at once."""

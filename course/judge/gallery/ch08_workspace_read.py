@@ -135,6 +135,44 @@ MUTANTS = [
            "an empty file read at offset 1 is an empty result, not offset_beyond_end",
            'self.start > max(self.total_lines, 1)',
            'self.start > self.total_lines'),
+    Mutant("os-error-without-details", "拒绝",
+           "an OS error (the workspace gone, EACCES, EIO) is still an answer with its reason in details.error "
+           "(os_error), and its message names the path the model gave, not the workspace's place on the disk",
+           'said = MESSAGES["os_error"].format(quoted=quote(arguments["path"]), reason=error.strerror or error)\n'
+           '            return {"content": [text(said)], "details": {"error": "os_error"}, "isError": True}',
+           'said = f"Cannot read {os.path.join(workspace.root, arguments[\'path\'])}: {error}"\n'
+           'return {"content": [text(said)], "details": None, "isError": True}'),
+    Mutant("path-normalised-to-nfc", "拒绝",
+           "a name is its bytes: do not normalise the path's Unicode (café.txt in NFC and in NFD are two files)",
+           'parts = components(path)\n        if any(',
+           'parts = components(unicodedata.normalize("NFC", path))\nif any(',
+           also=(("import stat\n", "import stat\nimport unicodedata\n"),)),
+    Mutant("case-insensitive-fallback", "拒绝",
+           "names are case-sensitive: a missing name is not_found, even when another differs from it only in case "
+           "(readme.md is not README.md)",
+           '                except FileNotFoundError:\n'
+           '                    raise Refusal("not_found", path=shown) from None\n',
+           '                except FileNotFoundError:\n'
+           '                    other = [n for n in os.listdir(here) if n.lower() == name.lower()]\n'
+           '                    if not other:\n'
+           '                        raise Refusal("not_found", path=shown) from None\n'
+           '                    name = other[0]\n'
+           '                    info = os.stat(name, dir_fd=here, follow_symlinks=False)\n'),
+    Mutant("dotfiles-hidden", "拒绝",
+           "a name starting with a dot is a file like any other: .env or docs/.notes.md is read, not refused",
+           'here = stack[-1][1]',
+           'here = stack[-1][1]\nif name.startswith("."):\n    raise Refusal("not_found", path=shown)'),
+    Mutant("root-not-made-absolute", "拒绝",
+           "make the root absolute when the tool is made: a relative root otherwise follows the process's current "
+           "directory wherever it goes later",
+           'workspace = Workspace(os.path.abspath(root), max_lines, max_bytes)',
+           'workspace = Workspace(os.fspath(root), max_lines, max_bytes)'),
+    Mutant("large-files-refused", "拒绝",
+           "a large file is read like any other, only as far as its window needs: nothing promises a size limit",
+           '    position = 0  # bytes read so far\n',
+           '    position = 0  # bytes read so far\n'
+           '    if os.fstat(fd).st_size > 10 * MIB:\n'
+           '        raise Refusal("too_long/path", size=os.fstat(fd).st_size, limit=10 * MIB)\n'),
 
     # 截断: windows, caps and the notice that says how to read on
     Mutant("truncation-notice-missing", "截断",
@@ -202,6 +240,11 @@ MUTANTS = [
            "the text comes back exactly as the file holds it, a byte order mark included",
            'decoder = codecs.getincrementaldecoder("utf-8")("strict")',
            'decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")'),
+    Mutant("long-line-read-to-its-end", "截断",
+           "stop reading a line once it passes max_bytes: a read goes only as far as its window needs, not to the "
+           "end of an over-long line (whose bytes further on may not even be text)",
+           'if kept_bytes + separator + current_bytes > max_bytes:',
+           'if complete and kept_bytes + separator + current_bytes > max_bytes:'),
 
     # 中止: large reads can be stopped
     Mutant("abort-ignored", "中止",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
 from hypothesis import strategies as st
 
@@ -400,12 +401,13 @@ SIGNALS = {"fresh": "a signal that is never aborted", "before": "aborted before 
 
 
 def visible(value) -> str:
-    """A string (or any JSON value) as JSON, with every character that does not print escaped."""
+    """A string (or any JSON value) as JSON, with every character that does not print escaped, and every
+    combining one (so that an NFD name does not look like its NFC spelling)."""
     try:
         shown = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         shown = repr(value)
-    shown = "".join(c if c.isprintable() else _escape(c) for c in shown)
+    shown = "".join(c if c.isprintable() and not unicodedata.combining(c) else _escape(c) for c in shown)
     return re.sub(r"(.)\1{19,}", lambda m: f"{m.group(1)}⟨×{len(m.group())}⟩", shown)
 
 
