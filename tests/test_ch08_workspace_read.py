@@ -705,6 +705,41 @@ class TestAbort:
         record["reads"][0]["signal"] = "before"
         assert record == snapshot
 
+    @pytest.mark.parametrize(("path", "window"), [("empty.txt", {}), ("README.md", {"limit": 1})],
+                             ids=["empty_file", "one_line_window"])
+    async def test_an_aborted_signal_stops_a_read_of_one_chunk(self, ch06, ch08, place, path, window, snapshot):
+        """A read started after the run was aborted returns an aborted error result even when one chunk would
+        answer it (an empty file, a window of one line): the signal is checked before the first chunk too."""
+        (place.root / "empty.txt").write_text("")
+        controller = AbortController()
+        controller.abort()
+        arguments = {"path": path, **window}
+        result = await read(ch06, ch08.create_read_tool(place.root), arguments, tool_context(signal=controller.signal))
+        record = reads_record([(arguments, result, [])], place)
+        record["reads"][0]["signal"] = "before"
+        assert record == snapshot
+        assert (result["isError"], result.get("details")) == (True, {"error": "aborted"})
+
+    async def test_a_cancelled_read_closes_its_file(self, ch06, ch08, place, snapshot):
+        """A far read in a 2.5 MB file whose task is cancelled at its first yield to the event loop: CancelledError
+        reaches the caller, and no descriptor stays open."""
+        (place.root / "huge.txt").write_text(("w" * 63 + "\n") * 40_000)
+        tool = ch08.create_read_tool(place.root)
+        call = tool_call("call-1", "read", {"path": "huge.txt", "offset": 40_000})
+
+        async def cancel_at_its_first_yield(task):
+            task.cancel()
+
+        before = len(os.listdir("/proc/self/fd"))
+        outcome = await bounded(lambda: ch06.execute_tool_call(call, Registry([tool]), tool_context()), "fixed",
+                                {asyncio.current_task()}, then=cancel_at_its_first_yield)
+        left = len(os.listdir("/proc/self/fd")) - before
+        finished = "raised " + outcome["raised"] if "raised" in outcome else \
+            "did not finish" if outcome.get("timedOut") else "returned a result: it never yielded between chunks"
+        facts = {"the read, its task cancelled at its first yield": finished, "descriptors left open": left}
+        assert jsonable({"kind": "facts", "facts": facts}) == snapshot
+        assert (outcome.get("raised"), left) == ("CancelledError", 0)
+
     async def test_abort_during_a_large_read_stops_it(self, ch06, ch08, place, snapshot):
         """Aborting at the first progress report of a long read stops it there, with an aborted error."""
         (place.root / "huge.txt").write_text("z" * 63 + "\n" * 1 + ("w" * 63 + "\n") * 60_000)

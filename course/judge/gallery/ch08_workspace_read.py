@@ -267,4 +267,44 @@ MUTANTS = [
            "a tool may be called without a signal (context.signal is None): check it before asking whether it aborted",
            'if context.signal is not None and context.signal.aborted:',
            'if context.signal.aborted:'),
+    Mutant("abort-checked-after-each-chunk", "中止",
+           "check the abort signal before each chunk is read, the first one included: a read that one chunk "
+           "answers (an empty file, a window of one line) must stop too when its signal is already aborted",
+           '        if context.signal is not None and context.signal.aborted:  # before every chunk, the first included\n'
+           '            raise Refusal("aborted", path=shown)\n',
+           '',
+           also=(('        await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
+                  '        if context.signal is not None and context.signal.aborted:\n'
+                  '            raise Refusal("aborted", path=shown)\n'
+                  '        await asyncio.sleep(0)'),)),
+    Mutant("empty-file-fast-path", "中止",
+           "an empty file is read like any other: an aborted signal stops its read too",
+           '    position = 0  # bytes read so far\n',
+           '    position = 0  # bytes read so far\n'
+           '    if os.fstat(fd).st_size == 0:\n'
+           '        window.total_lines = 0\n'
+           '        return window\n'),
+    Mutant("abort-checked-every-16-chunks", "中止",
+           "check the abort signal before every chunk, not every 16th: once it is aborted, a read reads no more",
+           'if context.signal is not None and context.signal.aborted:',
+           'if context.signal is not None and context.signal.aborted and position % (16 * CHUNK_BYTES) == 0:'),
+    Mutant("yields-every-16-chunks", "中止",
+           "yield to the event loop after every chunk, not every 16th: an abort, a cancellation or another tool "
+           "gets in only when you yield",
+           '        await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
+           '        if position % (16 * CHUNK_BYTES) == 0:\n'
+           '            await asyncio.sleep(0)'),
+    Mutant("file-descriptor-leaked-on-cancel", "中止",
+           "close the file in a finally, not in an except Exception: a cancelled read (CancelledError is no "
+           "Exception) otherwise leaves its descriptor open",
+           '        try:\n'
+           '            window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
+           '        finally:\n'
+           '            os.close(fd)\n',
+           '        try:\n'
+           '            window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
+           '        except Exception:\n'
+           '            os.close(fd)\n'
+           '            raise\n'
+           '        os.close(fd)\n'),
 ]
