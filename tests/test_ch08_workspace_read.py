@@ -682,7 +682,9 @@ class TestTruncation:
         """An empty file is an empty, untruncated result, not an error."""
         (place.root / "empty.txt").write_text("")
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "empty.txt"})
-        assert result.get("isError") is False, "the empty file was not served: " + refusal_problem(result, "none")
+        assert result.get("isError") is False, \
+            f"the empty file was not served: isError {result.get('isError')!r}, details {result.get('details')!r}, " \
+            f"content {result.get('content')!r}"[:400]
         assert result_text(result) == "", f"the empty file was served as {result_text(result)!r}"
         details = result.get("details")
         assert isinstance(details, dict) and details.get("truncated") is False, \
