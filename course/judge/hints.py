@@ -173,18 +173,24 @@ SECTIONS: dict[str, dict[str, Section]] = {
         ),
         "越界": Section(
             promise="Nothing outside the workspace root is ever opened: `..`, absolute paths outside, symbolic "
-                    "links at any depth that lead outside, link loops and a file swapped for a link mid-read are "
-                    "error results with the reason in details.error; links that stay inside read their target.",
+                    "links at any depth that lead outside, link loops, and a file or a directory on the way "
+                    "swapped for a link (or the file for a FIFO) between the tool's check and its open are error "
+                    "results with the reason in details.error; links that stay inside read their target.",
             elsewhere="the README's section \"Chapter 08: the workspace read tool\" (\"Model arguments are "
                       "treated as untrusted\" and the openat / O_NOFOLLOW walk)",
-            look_for="walking the path one component at a time from a descriptor of the root",
+            look_for="walking the path one component at a time from a descriptor of the root, every step "
+                     "opened with O_NOFOLLOW, and fstat on the opened file's descriptor",
         ),
         "拒绝": Section(
             promise="Directories, missing files, FIFOs, devices, sockets, binary or non-UTF-8 files, over-long "
-                    "paths and NUL bytes are error results with a clear message and the reason in "
-                    "details.error, never an exception; special files are refused before they are opened.",
+                    "paths and NUL bytes are error results with the MESSAGES text and the reason in "
+                    "details.error, never an exception; special files are refused before they are opened; an "
+                    "OS error (EACCES, EIO, the workspace gone) is an os_error result. A name is its bytes (no "
+                    "Unicode normalisation, no case-insensitive match, dotfiles are files), no file is refused "
+                    "for its size, and what the read takes from the file is all that is judged.",
             elsewhere="the README's section \"Chapter 08: the workspace read tool\" (the list of refusals)",
-            look_for="which check refuses which kind of path, and that the type is checked before opening",
+            look_for="which check refuses which kind of path, that the type is checked before opening, and "
+                     "that a read stops with the chunk where its window ends",
         ),
         "截断": Section(
             promise="A read returns at most max_lines lines and max_bytes bytes (a long line cut on a character "
@@ -195,12 +201,14 @@ SECTIONS: dict[str, dict[str, Section]] = {
             look_for="offset is 1-based; the notice's offset is the first line not returned",
         ),
         "中止": Section(
-            promise="An aborted signal stops a read: before it starts, or between chunks of a long read (which "
-                    "reports progress); the result is an aborted error result, and in the loop no further "
-                    "request follows.",
+            promise="An aborted signal stops a read: it is checked before every chunk, the first one included "
+                    "(an empty file or a one-line window is aborted too), and the tool yields to the event loop "
+                    "after every chunk and reports progress each MiB; the result is an aborted error result, in "
+                    "the loop no further request follows, and a cancelled read ends with CancelledError and "
+                    "closes its file.",
             elsewhere="the README's section \"Chapter 08: the workspace read tool\" (\"an aborted signal stops a "
                       "long read between chunks\")",
-            look_for="checking the signal between chunks, after reporting progress",
+            look_for="checking the signal before each read call, yielding after each, closing the file in a finally",
         ),
     },
 }

@@ -78,6 +78,16 @@ MUTANTS = [
            "leaves one open per directory in its path",
            'for _, held in stack:\n                os.close(held)',
            'os.close(root_fd)'),
+    Mutant("directory-opened-following-links", "越界",
+           "open each directory on the path with O_NOFOLLOW too, not only the file: a directory swapped for a link "
+           "to one outside after you looked at it is otherwise followed out of the workspace",
+           'fd = self.open_step(name, here, _DIRECTORY_FLAGS)',
+           'fd = self.open_step(name, here, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)'),
+    Mutant("type-rechecked-by-name", "越界",
+           "check the type of what you opened with fstat on its descriptor: a stat by name after the open sees "
+           "whatever is at that name by then (the file put back), not the FIFO you opened",
+           'check_file_type(os.fstat(fd).st_mode, shown)',
+           'check_file_type(os.stat(name, dir_fd=here, follow_symlinks=False).st_mode, shown)'),
 
     # 拒绝: refused reads are error results
     Mutant("refusal-raised", "拒绝",
@@ -125,6 +135,44 @@ MUTANTS = [
            "an empty file read at offset 1 is an empty result, not offset_beyond_end",
            'self.start > max(self.total_lines, 1)',
            'self.start > self.total_lines'),
+    Mutant("os-error-without-details", "拒绝",
+           "an OS error (the workspace gone, EACCES, EIO) is still an answer with its reason in details.error "
+           "(os_error), and its message names the path the model gave, not the workspace's place on the disk",
+           'said = MESSAGES["os_error"].format(quoted=quote(arguments["path"]), reason=error.strerror or error)\n'
+           '            return {"content": [text(said)], "details": {"error": "os_error"}, "isError": True}',
+           'said = f"Cannot read {os.path.join(workspace.root, arguments[\'path\'])}: {error}"\n'
+           'return {"content": [text(said)], "details": None, "isError": True}'),
+    Mutant("path-normalised-to-nfc", "拒绝",
+           "a name is its bytes: do not normalise the path's Unicode (café.txt in NFC and in NFD are two files)",
+           'parts = components(path)\n        if any(',
+           'parts = components(unicodedata.normalize("NFC", path))\nif any(',
+           also=(("import stat\n", "import stat\nimport unicodedata\n"),)),
+    Mutant("case-insensitive-fallback", "拒绝",
+           "names are case-sensitive: a missing name is not_found, even when another differs from it only in case "
+           "(readme.md is not README.md)",
+           '                except FileNotFoundError:\n'
+           '                    raise Refusal("not_found", path=shown) from None\n',
+           '                except FileNotFoundError:\n'
+           '                    other = [n for n in os.listdir(here) if n.lower() == name.lower()]\n'
+           '                    if not other:\n'
+           '                        raise Refusal("not_found", path=shown) from None\n'
+           '                    name = other[0]\n'
+           '                    info = os.stat(name, dir_fd=here, follow_symlinks=False)\n'),
+    Mutant("dotfiles-hidden", "拒绝",
+           "a name starting with a dot is a file like any other: .env or docs/.notes.md is read, not refused",
+           'here = stack[-1][1]',
+           'here = stack[-1][1]\nif name.startswith("."):\n    raise Refusal("not_found", path=shown)'),
+    Mutant("root-not-made-absolute", "拒绝",
+           "make the root absolute when the tool is made: a relative root otherwise follows the process's current "
+           "directory wherever it goes later",
+           'workspace = Workspace(os.path.abspath(root), max_lines, max_bytes)',
+           'workspace = Workspace(os.fspath(root), max_lines, max_bytes)'),
+    Mutant("large-files-refused", "拒绝",
+           "a large file is read like any other, only as far as its window needs: nothing promises a size limit",
+           '    position = 0  # bytes read so far\n',
+           '    position = 0  # bytes read so far\n'
+           '    if os.fstat(fd).st_size > 10 * MIB:\n'
+           '        raise Refusal("too_long/path", size=os.fstat(fd).st_size, limit=10 * MIB)\n'),
 
     # 截断: windows, caps and the notice that says how to read on
     Mutant("truncation-notice-missing", "截断",
@@ -169,8 +217,8 @@ MUTANTS = [
            'return line.encode("utf-8")[:max_bytes].decode("utf-8", "replace")'),
     Mutant("long-line-notice-counts-characters", "截断",
            "the notice of an over-long line says how many bytes it shows, not characters",
-           "f\"{len(body.encode('utf-8'))} bytes only.",
-           "f\"{len(body)} bytes only."),
+           'shown=len(body.encode("utf-8")),',
+           'shown=len(body),'),
     Mutant("limit-may-exceed-max-lines", "截断",
            "a call's limit narrows the window; it never widens it past max_lines",
            'capped_by = "limit" if limit is not None and limit < max_lines else "max_lines"',
@@ -192,6 +240,11 @@ MUTANTS = [
            "the text comes back exactly as the file holds it, a byte order mark included",
            'decoder = codecs.getincrementaldecoder("utf-8")("strict")',
            'decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")'),
+    Mutant("long-line-read-to-its-end", "截断",
+           "stop reading a line once it passes max_bytes: a read goes only as far as its window needs, not to the "
+           "end of an over-long line (whose bytes further on may not even be text)",
+           'if kept_bytes + separator + current_bytes > max_bytes:',
+           'if complete and kept_bytes + separator + current_bytes > max_bytes:'),
 
     # 中止: large reads can be stopped
     Mutant("abort-ignored", "中止",
@@ -200,7 +253,7 @@ MUTANTS = [
            'if False:'),
     Mutant("progress-never-reported", "中止",
            "report progress while a long read skips to a far offset, so it can be watched and stopped",
-           'context.report_progress([text(f"read {position} bytes of {shown}")])',
+           'context.report_progress([text(PROGRESS.format(mib=position // MIB, path=shown))])',
            'pass'),
     Mutant("abort-checked-only-at-start", "中止",
            "check the abort signal between every two chunks, not only before the first",
@@ -208,10 +261,50 @@ MUTANTS = [
            'if context.signal is not None and context.signal.aborted and position == 0:'),
     Mutant("never-yields-between-chunks", "中止",
            "yield to the event loop between chunks (await asyncio.sleep(0)): an abort can only arrive then",
-           'await asyncio.sleep(0)  # let an abort, or another tool, in between chunks',
+           'await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
            'pass'),
     Mutant("signal-assumed-present", "中止",
            "a tool may be called without a signal (context.signal is None): check it before asking whether it aborted",
            'if context.signal is not None and context.signal.aborted:',
            'if context.signal.aborted:'),
+    Mutant("abort-checked-after-each-chunk", "中止",
+           "check the abort signal before each chunk is read, the first one included: a read that one chunk "
+           "answers (an empty file, a window of one line) must stop too when its signal is already aborted",
+           '        if context.signal is not None and context.signal.aborted:  # before every chunk, the first included\n'
+           '            raise Refusal("aborted", path=shown)\n',
+           '',
+           also=(('        await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
+                  '        if context.signal is not None and context.signal.aborted:\n'
+                  '            raise Refusal("aborted", path=shown)\n'
+                  '        await asyncio.sleep(0)'),)),
+    Mutant("empty-file-fast-path", "中止",
+           "an empty file is read like any other: an aborted signal stops its read too",
+           '    position = 0  # bytes read so far\n',
+           '    position = 0  # bytes read so far\n'
+           '    if os.fstat(fd).st_size == 0:\n'
+           '        window.total_lines = 0\n'
+           '        return window\n'),
+    Mutant("abort-checked-every-16-chunks", "中止",
+           "check the abort signal before every chunk, not every 16th: once it is aborted, a read reads no more",
+           'if context.signal is not None and context.signal.aborted:',
+           'if context.signal is not None and context.signal.aborted and position % (16 * CHUNK_BYTES) == 0:'),
+    Mutant("yields-every-16-chunks", "中止",
+           "yield to the event loop after every chunk, not every 16th: an abort, a cancellation or another tool "
+           "gets in only when you yield",
+           '        await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
+           '        if position % (16 * CHUNK_BYTES) == 0:\n'
+           '            await asyncio.sleep(0)'),
+    Mutant("file-descriptor-leaked-on-cancel", "中止",
+           "close the file in a finally, not in an except Exception: a cancelled read (CancelledError is no "
+           "Exception) otherwise leaves its descriptor open",
+           '        try:\n'
+           '            window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
+           '        finally:\n'
+           '            os.close(fd)\n',
+           '        try:\n'
+           '            window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
+           '        except Exception:\n'
+           '            os.close(fd)\n'
+           '            raise\n'
+           '        os.close(fd)\n'),
 ]

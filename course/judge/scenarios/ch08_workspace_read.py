@@ -5,14 +5,21 @@ What is compared, per read: a successful result exactly (every line of its text,
 `details`); a refused one by `isError` and `details` (the reason in `details.error`; the wording of
 the message is pinned by the fixed snapshots only), and whether the secret or a traceback shows in
 it; descriptors the read left open; paths it opened outside the workspace; a read that did not
-finish. Left out: how often a read reports progress, the timestamps, and, when a call's `limit`
+finish; more than one read call once the signal was aborted, or before the read's first yield to the
+event loop. Left out: how often a read reports progress, the timestamps, and, when a call's `limit`
 equals `max_lines`, which of the two the notice names as the cap.
+
+No plan depends on the size of the chunks a read takes (anything up to 1 MiB): a bad byte sequence is
+placed either where every read has to judge it (at or before the window's lines, or anywhere in a file
+every read reads to its end) or more than 1 MiB past the end of every window read in that file, never
+in between, where the chapter leaves the verdict to the chunk size.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
 from hypothesis import strategies as st
 
@@ -69,9 +76,8 @@ BAD_BYTES = {
     "4-byte character cut after 3 bytes": "😀".encode()[:3] + b"\n",
 }
 """What makes a file binary or not UTF-8. A cut character is always followed by another byte: one cut
-by the end of the file is noticed only by a read that reaches the end, which the chapter leaves open
-(a window that ends before it may be served) — except in CUT_AT_THE_END, a one-line file that every
-read has to read to its end."""
+by the end of the file is noticed only by a read that reaches the end — as in CUT_AT_THE_END, a
+one-line file that every read has to read to its end."""
 
 CUT_AT_THE_END = ("cut_end.txt", b"ab" + "汉".encode()[:2])
 """A single line without a newline whose last character is cut by the end of the file: four bytes, under
@@ -81,7 +87,10 @@ every cap, so every read of it reaches the end, where the cut shows (a decoder t
 @st.composite
 def bad_files(draw) -> dict:
     """A text file of 10 bytes to 9 KB with one bad byte sequence at a character boundary anywhere in it
-    (at the start, around 1, 4 and 8 KiB, in the middle, at the end), or none."""
+    (at the start, around 1, 4 and 8 KiB, in the middle, at the end), or none; and the windows read in it.
+    With a bad sequence, each window starts after the line that holds it (or past the end of the file):
+    every read reads through it, whatever its chunks. (A window that ends before it, less than 1 MiB
+    before, may or may not be refused: the chapter leaves that to the chunk size.)"""
     size = draw(st.sampled_from([10, 100, 1030, 5000, 9000]))
     unit = draw(st.sampled_from(["line of text\n", "汉字 é\n", "ab\r\n"]))
     text = (unit * (size // len(unit.encode()) + 1))
@@ -91,9 +100,13 @@ def bad_files(draw) -> dict:
     while at < len(data) and (data[at] & 0xC0) == 0x80:  # a character boundary
         at += 1
     bad = draw(st.sampled_from([None, "NUL", "NUL", *BAD_BYTES]))
+    windows = [{}, {"limit": 1}, {"offset": 2, "limit": 1}]
     if bad is not None:
         data = data[:at] + BAD_BYTES[bad] + data[at:]
-    return {"hex": data.hex(), "what": f"{len(data)} bytes of {unit!r}" + (f", {bad} at byte {at}" if bad else "")}
+        line = data[:at + len(BAD_BYTES[bad]) - 1].count(b"\n") + 1  # the line holding its last byte
+        windows = [{"offset": line + 1}, {"offset": line + 1, "limit": 1}, {"offset": line + 2, "limit": 1}]
+    return {"hex": data.hex(), "what": f"{len(data)} bytes of {unit!r}" + (f", {bad} at byte {at}" if bad else ""),
+            "windows": windows}
 
 
 FILLER = b"x" * 99 + b"\n"
@@ -138,30 +151,66 @@ def chunk_cut_file() -> tuple[dict, list[dict]]:
     return entry, windows
 
 
-FAR_LINE = 11_001
-"""The line of far.txt that starts with a bad byte sequence, at byte 1,100,000: past any first chunk of up
-to 1 MiB, so a read whose window ends long before it serves the file; a read of the whole file meets it."""
+FAR_LINE = 13_001
+"""The line of far.txt that starts with a bad byte sequence, at byte 1,300,000: more than 1 MiB past the end
+of a window of the default 2,000 lines from the start (200,000 bytes), so every read of such a window
+serves the file, whatever its chunks (of up to 1 MiB); a read that reaches the line meets it."""
+FAR_BYTE = (FAR_LINE - 1) * len(FILLER)
 
 
 def far_bad_file(bad: str) -> tuple[dict, list[dict]]:
-    """A text file with `bad` (of BAD_BYTES) far past the windows read first, and windows that end long
-    before it, just before it (the next line starts with it) and at it."""
+    """A text file with `bad` (of BAD_BYTES) far past the windows read first, and windows that end more than
+    1 MiB before it, at it and after it."""
     pieces = [[FILLER.hex(), FAR_LINE - 1], [(BAD_BYTES[bad] + b" past the window\n").hex(), 1], [FILLER.hex(), 10]]
-    windows = [{"limit": 1}, {}, {"offset": 2, "limit": 3}, {"offset": 5000}, {"offset": FAR_LINE - 1, "limit": 1},
-               {"offset": FAR_LINE}]
+    windows = [{"limit": 1}, {}, {"offset": 2, "limit": 3}, {"offset": 1000, "limit": 5}, {"offset": FAR_LINE},
+               {"offset": FAR_LINE + 2}]
     entry = {"path": "far.txt", "type": "pieces", "pieces": pieces,
-             "what": f"lines of {len(FILLER)} bytes, {bad} at byte {(FAR_LINE - 1) * len(FILLER)} "
-                     f"(the start of line {FAR_LINE}), 10 more lines"}
+             "what": f"lines of {len(FILLER)} bytes, {bad} at byte {FAR_BYTE} (the start of line {FAR_LINE}), "
+                     "10 more lines"}
     return entry, windows
+
+
+def long_line_file(bad: str) -> tuple[dict, list[dict]]:
+    """A file whose first line is 1.3 MB of x with `bad` at byte 1,300,000, then a short line: a window of it
+    shows the line's first max_bytes bytes (at most 50 KiB) and stops reading there, more than 1 MiB before
+    the bad sequence; a read of the second line reads the whole first one and meets it."""
+    pieces = [["78", FAR_BYTE], [BAD_BYTES[bad].hex(), 1], ["78", 1000], [b"\nthe second line\n".hex(), 1]]
+    windows = [{}, {"limit": 1}, {"offset": 2}, {"offset": 3}]
+    entry = {"path": "one_line.txt", "type": "pieces", "pieces": pieces,
+             "what": f"one line of {FAR_BYTE} x, {bad}, 1000 x, then a second line"}
+    return entry, windows
+
+
+LARGE_BYTES = 11 * 1024 * 1024
+"""The size of large.txt: past 10 MiB, a size a tool might wrongly refuse a file for."""
+
+
+def large_file() -> tuple[dict, list[dict]]:
+    """An 11 MiB file: FAR_LINE - 1 lines of text, then NUL bytes to its end (a sparse hole, cheap to make),
+    and windows that end more than 1 MiB before the NULs (served) and in them (binary)."""
+    entry = {"path": "large.txt", "type": "pieces", "pieces": [[FILLER.hex(), FAR_LINE - 1]], "size": LARGE_BYTES,
+             "what": f"{FAR_LINE - 1} lines of {len(FILLER)} bytes, then NUL bytes to {LARGE_BYTES} bytes "
+                     "(a sparse file)"}
+    return entry, [{"limit": 1}, {}, {"offset": 50, "limit": 2}, {"offset": FAR_LINE}, {"offset": FAR_LINE + 5}]
 
 
 # ---------------------------------------------------------------- the workspace every plan starts from
 
+NFC_NAME, NFD_NAME = "caf\u00e9.txt", "cafe\u0301.txt"
+"""café.txt spelled with é as one character (NFC) and as e and a combining accent (NFD): two names, two files."""
 BASE_FILES = {
     "README.md": "# tiny-pi\nA small agent runtime.\n",
     "docs/guide.md": "# Guide\nRead the docs.\n",
     "a/b/c/deep.txt": "deep inside\n",
+    NFC_NAME: "the name with é composed (NFC)\n",
+    NFD_NAME: "the name with e and a combining accent (NFD)\n",
+    ".env": "A_DOTFILE=read like any other file\n",
+    "docs/.notes.md": "a dotfile in a directory\n",
 }
+NAMES = [NFC_NAME, NFD_NAME, ".env", "docs/.notes.md"]
+"""Names a tool must take as the bytes they are: both spellings of café.txt, and dotfiles."""
+OTHER_CASE = ["readme.md", "README.MD", "Docs/guide.md", "docs/GUIDE.md", "DL/guide.md"]
+"""Names that differ from an existing one only in case: not found (names are case-sensitive)."""
 LINKS = {
     "docs/readme": "../README.md",  # inside
     "in_abs": "{root}/docs/guide.md",  # inside, through the root as given (a link when the root is one)
@@ -196,7 +245,7 @@ def base_entries() -> list[dict]:
 
 
 INSIDE = ["README.md", "docs/guide.md", "a/b/c/deep.txt", "docs/readme", "in_abs", "in_real", "c1", "dl/guide.md",
-          "here/here/README.md", "docs/inner/c/deep.txt", "a/b/abs_readme", *LONG_NAMES]
+          "here/here/README.md", "docs/inner/c/deep.txt", "a/b/abs_readme", *LONG_NAMES, *NAMES]
 OUTSIDE_LINKS = ["out_abs", "out_rel", "out_dir/secret.txt", "a/b/c/deep_out", "slash/etc/passwd",
                  "docs/up2/secret.txt", "docs/inner/c/deep_out", "prefix", "fifolink", "in_then_up",
                  "dotdot_middle", "chain_out", "dl/up2/secret.txt"]
@@ -232,9 +281,11 @@ def spelled(draw, relative: str) -> str:
 @st.composite
 def escape_paths(draw) -> str:
     kind = draw(st.sampled_from(["inside", "inside", "outside_link", "link_edge", "loop", "absolute", "too_long",
-                                 "too_long_in_bytes", "fit", "links"]))
+                                 "too_long_in_bytes", "fit", "links", "names"]))
     if kind == "inside":
         return draw(spelled(draw(st.sampled_from(INSIDE))))
+    if kind == "names":
+        return draw(spelled(draw(st.sampled_from(NAMES + OTHER_CASE))))
     if kind == "outside_link":
         return draw(spelled(draw(st.sampled_from(OUTSIDE_LINKS))))
     if kind == "link_edge":
@@ -254,7 +305,8 @@ def escape_paths(draw) -> str:
 
 
 def root_options(draw) -> dict:
-    return {"rootLink": draw(st.booleans()), "rootSpelling": draw(st.sampled_from(["str", "str", "path", "slash"]))}
+    return {"rootLink": draw(st.booleans()),
+            "rootSpelling": draw(st.sampled_from(["str", "str", "path", "slash", "relative"]))}
 
 
 @st.composite
@@ -316,44 +368,60 @@ SCHEMA_BREAKERS = [{"offset": 0}, {"offset": -1}, {"limit": 0}, {"limit": -1}, {
 
 
 @st.composite
-def refusal_reads(draw, bad: list[str]) -> dict:
-    kind = draw(st.sampled_from(["bad", "bad", "bad", "special", "path", "schema", "past_end"]))
+def refusal_reads(draw, windows: dict[str, list[dict]]) -> dict:
+    kind = draw(st.sampled_from(["bad", "bad", "bad", "special", "path", "names", "schema", "past_end", "gone"]))
     if kind == "bad":
-        return {"arguments": {"path": draw(st.sampled_from(bad)),
-                              **draw(st.sampled_from([{}, {}, {"limit": 1}, {"offset": 2, "limit": 1}]))}}
+        path = draw(st.sampled_from(sorted(windows)))
+        return {"arguments": {"path": path, **draw(st.sampled_from(windows[path]))}}
     if kind == "special":
         return {"arguments": {"path": draw(st.sampled_from(["pipelink", "docs", ".", "pipe", "agent.sock", "null",
                                                              "dl", "docs/", "{root}", "{real}"]))}}
     if kind == "path":
         return {"arguments": {"path": draw(st.sampled_from(["", "nope.md", "nope/x.md", "README.md/x", "README.md\0",
                                                              "docs\0/guide.md", "\udcff.md", "empty.txt/x"]))}}
+    if kind == "names":
+        return {"arguments": {"path": draw(st.sampled_from(NAMES + OTHER_CASE))}}
     if kind == "schema":
         breaker = draw(st.sampled_from(SCHEMA_BREAKERS + [{"path": 7}, {"path": None}, {"path": ["README.md"]}, {}]))
         return {"arguments": {"path": "README.md", **breaker} if "path" not in breaker and breaker
                 else {k: v for k, v in breaker.items()}}
+    if kind == "gone":
+        return {"arguments": {"path": draw(st.sampled_from(["README.md", "docs/guide.md", "nope.md", "{root}/README.md"]))},
+                "vanish": True}
     path, lines = draw(st.sampled_from([("README.md", 2), ("empty.txt", 0)]))
     return {"arguments": {"path": path, "offset": draw(st.sampled_from([max(lines, 1), lines + 1, lines + 2, 10**9]))}}
+
+
+BIG_FILES = {"chunks": lambda bad: chunk_cut_file(), "far": far_bad_file, "one_line": long_line_file,
+             "large": lambda bad: large_file()}
+"""The 1 MB and larger files a refusal plan may hold (up to two of them), each read twice."""
 
 
 @st.composite
 def refusal_plans(draw) -> dict:
     files = {f"bad{n}.txt": draw(bad_files()) for n in range(draw(st.integers(1, 3)))}
-    entries = base_entries() + [{"path": name, "type": "file", **f} for name, f in files.items()]
+    entries = base_entries() + [{"path": name, "type": "file", "hex": f["hex"], "what": f["what"]}
+                                for name, f in files.items()]
     entries += [{"path": "empty.txt", "type": "file", "hex": ""}, {"path": "pipe", "type": "fifo"},
                 {"path": "agent.sock", "type": "socket"}, {"path": "null", "type": "device"},
                 {"path": "pipelink", "type": "link", "target": "pipe"},  # the FIFO, reached through a link
                 {"path": CUT_AT_THE_END[0], "type": "file", "hex": CUT_AT_THE_END[1].hex()}]
     caps = draw(st.sampled_from([{}, {"max_lines": 1}, {"max_lines": 2, "max_bytes": 30}, {"max_bytes": 5}]))
-    reads = draw(st.lists(refusal_reads([*files, CUT_AT_THE_END[0]]), min_size=2, max_size=6))
+    windows = {name: f["windows"] for name, f in files.items()}
+    windows[CUT_AT_THE_END[0]] = [{}, {"limit": 1}, {"offset": 2, "limit": 1}]  # every read reads it to its end
+    reads = draw(st.lists(refusal_reads(windows), min_size=2, max_size=6))
     # One number picks the big files and their windows: Hypothesis's own choices would favour a few of them.
     pick = draw(st.integers(0, 2**32))
-    bad = list(BAD_BYTES)[pick // 4 % len(BAD_BYTES)]
-    big = [chunk_cut_file()] * (pick % 4 in (1, 3)) + [far_bad_file(bad)] * (pick % 4 >= 2)
-    pick //= 4 * len(BAD_BYTES)
-    for entry, windows in big:  # two reads of each: they are 1 MB
+    bad = list(BAD_BYTES)[pick % len(BAD_BYTES)]
+    pick //= len(BAD_BYTES)
+    names = list(BIG_FILES)
+    chosen = dict.fromkeys(names[n - 1] for n in (pick % 5, pick // 5 % 5) if n)  # none, one or two of them
+    pick //= 25
+    for entry, big_windows in (BIG_FILES[name](bad) for name in chosen):  # two reads of each: they are 1 MB or more
         entries.append(entry)
-        reads += [{"arguments": {"path": entry["path"], **windows[pick % len(windows)]}},
-                  {"arguments": {"path": entry["path"], **windows[pick // len(windows) % len(windows)]}}]
+        reads += [{"arguments": {"path": entry["path"], **big_windows[pick % len(big_windows)]}},
+                  {"arguments": {"path": entry["path"], **big_windows[pick // len(big_windows) % len(big_windows)]}}]
+        pick //= len(big_windows) ** 2
     return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads}
 
 
@@ -365,12 +433,17 @@ BIG_LINES = 40_000
 
 @st.composite
 def abort_reads(draw, big: bool) -> dict:
+    """A far read in big.txt under any signal, or cancelled at its first yield; or a read of a small file
+    (an empty one, a window of one line: nothing a second chunk would add) with its signal aborted before
+    it, never aborted, or absent. (A small read aborted or cancelled at its first yield is left out: whether
+    a reader yields before it knows the file ended, it reads in one chunk, is its own choice.)"""
     if big and draw(st.booleans()):
         offset = draw(st.sampled_from([BIG_LINES - 1, BIG_LINES, 36_000]))
-        mode = draw(st.sampled_from(["during", "during", "before", "fresh", "none"]))
+        mode = draw(st.sampled_from(["during", "during", "cancel", "cancel", "before", "fresh", "none"]))
         return {"arguments": {"path": "big.txt", "offset": offset}, "signal": mode}
-    path = draw(st.sampled_from(["README.md", "empty.txt", "docs/guide.md", "docs/readme"]))
-    return {"arguments": {"path": path}, "signal": draw(st.sampled_from(["before", "before", "fresh", "none"]))}
+    path = draw(st.sampled_from(["README.md", "empty.txt", "empty.txt", "docs/guide.md", "docs/readme", ".env"]))
+    window = draw(st.sampled_from([{}, {"limit": 1}, {"limit": 1}, {"offset": 2}, {"offset": 2, "limit": 1}]))
+    return {"arguments": {"path": path, **window}, "signal": draw(st.sampled_from(["before", "before", "fresh", "none"]))}
 
 
 @st.composite
@@ -390,22 +463,24 @@ STRATEGIES = {
     "truncate": truncation_plans(),
     "abort": abort_plans(),
 }
-EXAMPLES = {"roundtrip": 8, "escape": 20, "refuse": 20, "truncate": 30, "abort": 5}
+EXAMPLES = {"roundtrip": 8, "escape": 20, "refuse": 20, "truncate": 30, "abort": 10}
 
 
 # ---------------------------------------------------------------- how a run is shown
 
 SIGNALS = {"fresh": "a signal that is never aborted", "before": "aborted before the read",
-           "during": "aborted at the read's first yield to the event loop"}
+           "during": "aborted at the read's first yield to the event loop",
+           "cancel": "its task cancelled at the read's first yield to the event loop"}
 
 
 def visible(value) -> str:
-    """A string (or any JSON value) as JSON, with every character that does not print escaped."""
+    """A string (or any JSON value) as JSON, with every character that does not print escaped, and every
+    combining one (so that an NFD name does not look like its NFC spelling)."""
     try:
         shown = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         shown = repr(value)
-    shown = "".join(c if c.isprintable() else _escape(c) for c in shown)
+    shown = "".join(c if c.isprintable() and not unicodedata.combining(c) else _escape(c) for c in shown)
     return re.sub(r"(.)\1{19,}", lambda m: f"{m.group(1)}⟨×{len(m.group())}⟩", shown)
 
 
@@ -465,6 +540,14 @@ def render_outcome(outcome: dict, arguments, caps: dict) -> list[str]:
     if outcome.get("fdsLeft"):
         out.append(f"descriptors left open  {outcome['fdsLeft']}")
     out += [f"opened outside the workspace  {path}" for path in outcome.get("openedOutside") or []]
+    # Read calls the recorder saw (os.read and its kin): one in flight when the signal is aborted, or before
+    # the first yield, is every correct reader's; more are not (a chunk is one read call).
+    late = outcome.get("readsAfterAbort")
+    if isinstance(late, int) and late > 1:
+        out.append(f"read calls after the signal was aborted  {late} (at most one in flight may finish)")
+    early = outcome.get("readsBeforeFirstYield")
+    if isinstance(early, int) and early > 1:
+        out.append(f"read calls before the first yield to the event loop  {early} (one chunk, then a yield)")
     return out
 
 
@@ -498,6 +581,8 @@ def render_reads(record: dict) -> str:
         out += ["" if out else None, f"## read {n}", f"arguments  {visible(read.get('arguments'))}"]
         if read.get("signal", "none") != "none":
             out.append(f"signal     {SIGNALS.get(read['signal'], read['signal'])}")
+        if read.get("vanish"):
+            out.append("root       gone: the workspace directory was renamed away for this read")
         if "progressReports" in read:
             out.append(f"progress   {read['progressReports']}")
         out += render_outcome(read, read.get("arguments"), caps)
@@ -556,7 +641,9 @@ def _bytes(hex_text: str) -> str:
 
 def describe(plan: dict) -> str:
     root = "{tmp}/ws, a symbolic link to {tmp}/ws-real" if plan.get("rootLink") else "{tmp}/ws"
-    spelling = {"path": " (handed over as a pathlib.Path)", "slash": " (handed over with a trailing /)"}
+    spelling = {"path": " (handed over as a pathlib.Path)", "slash": " (handed over with a trailing /)",
+                "relative": ' (handed over as "ws", relative to {tmp}, the current directory while the tool is '
+                            "made; the reads are made from {tmp}/outside, which holds a decoy ws/)"}
     parts = [f"root {root}{spelling.get(plan.get('rootSpelling'), '')}",
              "caps " + (", ".join(f"{k}={v}" for k, v in (plan.get("caps") or {}).items()) or "default")]
     base = {e["path"] for e in base_entries()}
@@ -564,16 +651,20 @@ def describe(plan: dict) -> str:
         if entry["path"] in base:
             continue
         if entry["type"] in ("file", "pieces"):
-            parts.append(f"{entry['path']}: {entry.get('what') or _bytes(entry['hex'])}")
+            parts.append(f"{entry['path']}: {entry.get('what') or _bytes(entry['hex'])}"
+                         + (f", made {entry['size']} bytes long" if "size" in entry and "what" not in entry else ""))
         elif entry["type"] == "big":
             parts.append(f"{entry['path']}: {entry['lines']} lines of {entry['width']} bytes")
         elif entry["type"] == "link":
             parts.append(f"{entry['path']} -> {entry['target']}")
         else:
             parts.append(f"{entry['path']}: a {entry['type']}")
-    if any(e["path"] in base for e in plan.get("entries", [])):
+    present = [e["path"] for e in plan.get("entries", []) if e["path"] in base]
+    if len(set(present)) == len(base):
         parts.append("the standard files and links of course/judge/scenarios/ch08_workspace_read.py "
                      "(BASE_FILES, LINKS, LONG_NAMES)")
+    elif present:
+        parts.append("of the standard files (BASE_FILES): " + ", ".join(visible(p) for p in present))
     how = "one batch of calls through the reference loop" if plan.get("loop") else "one after another"
     reads = []
     for n, read in enumerate(plan.get("reads", []), 1):
@@ -584,6 +675,8 @@ def describe(plan: dict) -> str:
         words = f"{n}. read {visible(arguments)}"
         if read.get("signal", "none") != "none":
             words += f", {SIGNALS[read['signal']]}"
+        if read.get("vanish"):
+            words += ", with the workspace directory renamed away"
         if read.get("follow"):
             words += f", then read on from each nextOffset (at most {read['follow']} more)"
         reads.append(words)

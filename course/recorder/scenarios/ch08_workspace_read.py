@@ -2,23 +2,32 @@
 
 A plan (JSON, drawn by `course.judge.scenarios.ch08_workspace_read`):
   {"rootLink": bool,          the root handed to the tool is a symbolic link to the workspace directory
-   "rootSpelling": "str" | "path" | "slash",   the root as a str, a pathlib.Path, or a str ending in "/"
+   "rootSpelling": "str" | "path" | "slash" | "relative",   the root as a str, a pathlib.Path, a str ending
+                              in "/", or "ws" relative to {tmp}, the current directory while the tool is
+                              made; the reads are then made from {tmp}/outside, which holds a decoy `ws/`
    "caps": {"max_lines": int, "max_bytes": int} (either may be left out: the tool's default),
    "entries": [{"path": "docs/a.txt", "type": "file", "hex": "..."} | {"path", "type": "dir"}
                | {"path", "type": "link", "target": "..."} | {"path", "type": "fifo" | "socket" | "device"}
                | {"path", "type": "big", "lines": int, "width": int}
                | {"path", "type": "pieces", "pieces": [[hex, times], ...]}],   each hex's bytes `times` times
-   "reads": [{"arguments": {...}, "signal": "none" | "fresh" | "before" | "during", "follow": int}],
+              a file entry may also have "size": the file is then cut or extended (sparsely, with NULs) to it
+   "reads": [{"arguments": {...}, "signal": "none" | "fresh" | "before" | "during" | "cancel",
+              "follow": int, "vanish": bool}],
    "loop": bool}              the reads are one batch of calls a scripted model makes through the reference loop
 Strings in targets and arguments may hold `{tmp}` (the run's temporary directory), `{root}` (the root
 as handed to the tool) and `{real}` (the workspace directory itself). `follow: n` reads on from each
-notice's `nextOffset`, at most n more reads.
+notice's `nextOffset`, at most n more reads. `signal`: no signal, one never aborted, one aborted before
+the read, one aborted when the read first yields to the event loop, or no signal and the read's task
+cancelled when it first yields. `vanish`: the workspace directory is renamed away for that read (and
+back after it).
 
 Each run builds the workspace in a fresh temporary directory (the same content for the student's
 run and the reference's), beside a secret, an outside directory, FIFO and `ws-evil` sibling, makes
 the reads through the reference chapter 06 executor (or the reference chapter 07 loop), counts the
 descriptors open in /proc/self/fd before and after each read, notes every path the read opened
-outside the workspace, and removes the directory. The record holds `{tmp}` wherever the run's
+outside the workspace, counts the read calls (os.read, os.pread, os.readv, os.preadv) on files inside the
+workspace made once the read's signal was aborted and, for a read aborted or cancelled at its first yield,
+those made before that yield, and removes the directory. The record holds `{tmp}` wherever the run's
 temporary path appeared. Nothing waits unboundedly: a read that has not finished after a time bound
 (a CPU-bound loop, a blocking open, an await that never ends) is interrupted and recorded as such, and
 the record says `interrupted` (plain pytest then does not shrink the plan: each smaller one could
@@ -111,6 +120,10 @@ def build(tmp: str, plan: dict) -> dict[str, str]:
         with open(os.path.join(tmp, sibling, "secret.txt"), "w") as f:
             f.write(SECRET)
     os.mkfifo(os.path.join(tmp, "fifo"))
+    os.makedirs(os.path.join(tmp, "outside", "ws", "docs"))  # what a relative root names from {tmp}/outside
+    for decoy in ("README.md", "docs/guide.md"):
+        with open(os.path.join(tmp, "outside", "ws", decoy), "w") as f:
+            f.write(SECRET)
     root = os.path.join(tmp, "ws")
     real = os.path.join(tmp, "ws-real") if plan.get("rootLink") else root
     os.mkdir(real)
@@ -150,12 +163,42 @@ def build(tmp: str, plan: dict) -> dict[str, str]:
                 os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # like /dev/null
             except PermissionError:
                 os.mkfifo(path)  # without CAP_MKNOD: another special file, refused the same way
+        if "size" in entry:
+            os.truncate(path, entry["size"])
     return places
 
 
 def root_as_given(places: dict[str, str], spelling: str):
     root = places["root"]
-    return {"path": pathlib.Path(root), "slash": root + "/"}.get(spelling, root)
+    return {"path": pathlib.Path(root), "slash": root + "/", "relative": "ws"}.get(spelling, root)
+
+
+@contextlib.contextmanager
+def working_directory(plan: dict, places: dict[str, str]):
+    """For a relative root: {tmp} is the current directory while the tool is made (the block's first part,
+    until `moved()`), {tmp}/outside while the reads are made; the process's own one again afterwards."""
+    if plan.get("rootSpelling") != "relative":
+        yield lambda: None
+        return
+    previous = os.getcwd()
+    os.chdir(places["tmp"])
+    try:
+        yield lambda: os.chdir(os.path.join(places["tmp"], "outside"))
+    finally:
+        os.chdir(previous)
+
+
+@contextlib.contextmanager
+def vanished(places: dict[str, str], gone: bool):
+    """The workspace directory renamed away inside the block (and back after it), when `gone`."""
+    if not gone:
+        yield
+        return
+    os.rename(places["real"], places["real"] + "-gone")
+    try:
+        yield
+    finally:
+        os.rename(places["real"] + "-gone", places["real"])
 
 
 def remove(tmp: str) -> None:
@@ -204,6 +247,41 @@ def opened_paths():
 
 def outside(paths: list[str], real_root: str) -> list[str]:
     return [p for p in paths if p != real_root and not p.startswith(real_root + os.sep)]
+
+
+READ_CALLS = ("read", "pread", "readv", "preadv")
+"""The os functions that read from a descriptor, counted by `counted_reads` (a file object's own reads,
+io.FileIO's, are not seen: a read counted as none is never held against it)."""
+
+
+@contextlib.contextmanager
+def counted_reads(real_root: str, aborted):
+    """{"calls": read calls on files inside the workspace, "afterAbort": those of them started once
+    `aborted()` was true}, counted inside the block."""
+    counts = {"calls": 0, "afterAbort": 0}
+    real = {name: getattr(os, name) for name in READ_CALLS if hasattr(os, name)}
+
+    def counting(function):
+        def read(fd, *args, **kwargs):
+            late = aborted()
+            result = function(fd, *args, **kwargs)
+            try:
+                path = os.readlink(f"/proc/self/fd/{fd}")
+            except (OSError, TypeError):
+                return result
+            if path.startswith(real_root + os.sep):
+                counts["calls"] += 1
+                counts["afterAbort"] += late
+            return result
+        return read
+
+    for name, function in real.items():
+        setattr(os, name, counting(function))
+    try:
+        yield counts
+    finally:
+        for name, function in real.items():
+            setattr(os, name, function)
 
 
 @contextlib.contextmanager
@@ -268,11 +346,12 @@ def _result_of(task: asyncio.Task, fired: list) -> dict:
 
 async def bounded(make, key: str, ours: set, then=None) -> dict:
     """Await `make()` in a task of its own under the watchdog; {"result": ...}, {"timedOut": True} or
-    {"raised": ...}. `then`, if given, is started right after: it first runs once the task first yields."""
+    {"raised": ...}. `then(task)`, if given, is started right after: it first runs once the task first
+    yields (or has finished, if it never does)."""
     task = asyncio.ensure_future(make())
     companion = None
     if then is not None:
-        companion = asyncio.ensure_future(then())
+        companion = asyncio.ensure_future(then(task))
         ours.add(companion)
     seconds = TIME_BOUND_AFTER_A_TIMEOUT if key in _timed_out else TIME_BOUND
     with watchdog(seconds, task, ours) as fired:
@@ -292,19 +371,27 @@ async def one_read(ch06, registry, arguments, mode: str, key: str, real_root: st
     if mode == "before":
         controller.abort()
     progress: list = []  # how often a read reports progress is the tool's choice: counted, never compared
-    context = ToolExecutionContext(signal=None if mode == "none" else controller.signal,
+    context = ToolExecutionContext(signal=None if mode in ("none", "cancel") else controller.signal,
                                    report_progress=progress.append)
     call = tool_call("call-1", "read", arguments)
+    first_yield: list[int] = []
 
-    async def abort_once_the_read_yields():
-        controller.abort()
+    async def at_the_first_yield(task):
+        first_yield.append(reads["calls"])
+        if mode == "during":
+            controller.abort()
+        else:
+            task.cancel()
 
     before = open_descriptors()
-    with opened_paths() as paths:
+    with opened_paths() as paths, counted_reads(real_root, lambda: controller.signal.aborted) as reads:
         outcome = await bounded(lambda: ch06.execute_tool_call(call, registry, context), key, ours,
-                                then=abort_once_the_read_yields if mode == "during" else None)
+                                then=at_the_first_yield if mode in ("during", "cancel") else None)
     outcome["fdsLeft"] = open_descriptors() - before
     outcome["openedOutside"] = outside(paths, real_root)
+    outcome["readsAfterAbort"] = reads["afterAbort"]
+    if first_yield:
+        outcome["readsBeforeFirstYield"] = first_yield[0]
     return outcome
 
 
@@ -317,30 +404,35 @@ async def run_plan(plan: dict, load) -> dict:
     try:
         places = build(tmp, plan)
         record = {"kind": "workspace-reads", "caps": plan.get("caps", {}), "reads": []}
-        try:
-            tool = student.create_read_tool(root_as_given(places, plan.get("rootSpelling", "str")),
-                                            **plan.get("caps", {}))
-            registry = Registry([tool])
-        except Exception as error:
-            record["createRaised"] = f"{type(error).__name__}: {error}"
-            return jsonable(hide(record, tmp))
-        real_root = os.path.realpath(places["root"])
-        if plan.get("loop"):
-            record["loop"] = await loop_of_reads(plan, registry, places, key, real_root, ours)
-            record["interrupted"] = bool(record["loop"].get("timedOut"))
-            return jsonable(hide(record, tmp))
-        for read in plan["reads"]:
-            arguments = expand(read["arguments"], places)
-            mode = read.get("signal", "none")
-            for page in range(1 + read.get("follow", 0)):
-                outcome = await one_read(ch06, registry, arguments, mode, key, real_root, ours)
-                outcome["arguments"] = arguments
-                outcome["signal"] = mode
-                record["reads"].append(outcome)
-                next_offset = following(outcome, arguments)
-                if next_offset is None:
-                    break
-                arguments = {**arguments, "offset": next_offset}
+        with working_directory(plan, places) as made:
+            try:
+                tool = student.create_read_tool(root_as_given(places, plan.get("rootSpelling", "str")),
+                                                **plan.get("caps", {}))
+                registry = Registry([tool])
+            except Exception as error:
+                record["createRaised"] = f"{type(error).__name__}: {error}"
+                return jsonable(hide(record, tmp))
+            made()
+            real_root = os.path.realpath(places["root"])
+            if plan.get("loop"):
+                record["loop"] = await loop_of_reads(plan, registry, places, key, real_root, ours)
+                record["interrupted"] = bool(record["loop"].get("timedOut"))
+                return jsonable(hide(record, tmp))
+            for read in plan["reads"]:
+                arguments = expand(read["arguments"], places)
+                mode = read.get("signal", "none")
+                for page in range(1 + read.get("follow", 0)):
+                    with vanished(places, read.get("vanish", False)):
+                        outcome = await one_read(ch06, registry, arguments, mode, key, real_root, ours)
+                    outcome["arguments"] = arguments
+                    outcome["signal"] = mode
+                    if read.get("vanish"):
+                        outcome["vanish"] = True
+                    record["reads"].append(outcome)
+                    next_offset = following(outcome, arguments)
+                    if next_offset is None:
+                        break
+                    arguments = {**arguments, "offset": next_offset}
         record["interrupted"] = any(read.get("timedOut") for read in record["reads"])
         return jsonable(hide(record, tmp))
     finally:
