@@ -169,6 +169,9 @@ class Grades:
         self.chapter06 = workspace / "chapter06"  # its in_the_loop plans run it in chapter 07's reference loop
         (self.chapter06 / "reference").mkdir(parents=True)
         shutil.copy(ROOT / "checkpoints" / "ch06_tool_execution.py", self.chapter06 / "reference")
+        self.chapter08 = workspace / "chapter08"  # its device scenarios need a device node no sandbox lets it make
+        (self.chapter08 / "reference").mkdir(parents=True)
+        shutil.copy(ROOT / "checkpoints" / "ch08_workspace_read.py", self.chapter08 / "reference")
         self.cache = poisoned_cache(workspace / "poisoned-cache")
         env = {**os.environ, "TINY_PI_TEST_SECRET": SECRET, "OPENAI_API_KEY": SECRET}
         judged = [str(self.judged[name]) for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned")]
@@ -196,6 +199,7 @@ class Grades:
             "daemon": ["07", judged[4], "--no-sandbox", "--jobs", "1", "--json", "daemon.json"],
             "poisoned": ["07", judged[5], "--json", "poisoned.json"],
             "chapter06": ["06", str(self.chapter06), "--json", "chapter06.json"],
+            "chapter08": ["08", str(self.chapter08), "--json", "chapter08.json"],
         }.items():
             own_tmp = {"TMPDIR": str(self.scratch)} if name == "malformed" else {}  # what it leaves there, test sees
             self.start(name, ["-m", "course", "grade", *args],
@@ -719,7 +723,7 @@ def test_records_larger_than_any_scenarios_are_refused_and_the_row_says_so(grade
     assert quadratic["status"] == "error", quadratic
     assert quadratic["problem"] == "malformed record line: a snapshot line past the scenario's 1 snapshot(s)"
     huge = rows["huge_line"]
-    assert (huge["status"], huge["scenarios"][FIRST], huge["passed"]) == ("fail", "error", 27), huge
+    assert (huge["status"], huge["scenarios"][FIRST], huge["passed"]) == ("fail", "error", huge["total"] - 1), huge
     assert huge["problem"] == (f"1 scenario(s) with records too large to judge, first {FIRST}: a record line of "
                                f"1.5 MiB: more than any scenario writes (1.0 MiB at the most)")
     assert scenario_of(results_of(grades, "malformed", "huge_scenario"), GENERATED)["problem"] == \
@@ -846,6 +850,21 @@ def test_the_sandbox_bounds_what_it_writes_in_every_place_of_its_own(grades):
         for place, mib in written.items():
             assert mib * 2**20 <= bounds.get(place, 0), (place, written)  # / and /dev took 240 MiB each, unbounded
     assert rows["fills_disk"]["status"] == "fail"  # (its wrong loop's five scenarios), not a timeout
+
+
+def test_what_the_reference_cannot_pass_in_the_sandbox_is_left_out_of_every_grade(grades):
+    """The reference is graded as a submission first: chapter 08's device scenarios, whose device node the
+    sandbox lets no one create, are left out (said once), not counted against every submission."""
+    code, out = grades.result("chapter08")
+    row = grades.table("chapter08")["reference"]
+    assert code == 0 and (row["status"], row["passed"], row["points"]) == ("pass", row["total"], row["max_points"]), row
+    left_out = sorted(name for name, status in row["scenarios"].items() if status == "not graded")
+    if bubblewrap() is not None or os.geteuid() != 0:  # (only root outside a sandbox may make device nodes)
+        assert left_out == ["TestRefusals::test_a_special_file_is_refused_without_being_opened[device]",
+                            "TestRefusals::test_refused_read[device]"], row["scenarios"]
+        assert out.count("the reference itself does not pass 2 scenario(s) here, left out of every grade") == 1
+    else:
+        assert left_out == [] and "the reference itself" not in out
 
 
 def test_chapter_06_is_graded_with_the_loop_its_plans_run_in(grades):

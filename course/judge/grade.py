@@ -114,7 +114,8 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
 
 
 def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeout: float, isolate: bool,
-              plans: dict, wanted: dict, results: Path | None, shown: dict[str, str]) -> Grade:
+              plans: dict, wanted: dict, results: Path | None, shown: dict[str, str],
+              ungradable: frozenset[str] = frozenset()) -> Grade:
     """One submission's row. Whatever goes wrong in the judge on it is its row (status `error`), never
     the end of the grade: the other submissions' rows and the table are still written."""
     module = folder / f"{chapter.module}.py"
@@ -136,7 +137,9 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         try:
             run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
                                 prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted)
+            run.verdicts = [v for v in run.verdicts if v.scenario not in ungradable]
             grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation)
+            grade.scenarios.update(dict.fromkeys(sorted(ungradable), "not graded"))
             report = None
             if results is not None:
                 report = results_json(chapter, run, str(folder), False, root, [])
@@ -155,6 +158,27 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         except OSError as error:
             print(f"course grade: could not write {printable(path)}: {error.strerror}", file=sys.stderr)
     return grade
+
+
+def reference_gaps(chapter: Chapter, *, root: Path, **options) -> frozenset[str]:
+    """The scenarios the reference itself does not pass where the submissions run (say, chapter 08's
+    device node, which the sandbox lets no one create): left out of every grade, and said once. The
+    reference is graded as a submission would be, in the same sandbox, before any submission."""
+    with processes.scratch_directory("course-grade-reference-") as work:
+        folder = Path(work) / "reference"
+        folder.mkdir()
+        (folder / f"{chapter.module}.py").write_bytes((root / "checkpoints" / f"{chapter.module}.py").read_bytes())
+        reference = graded(chapter, folder, root=root, results=None, shown={"reference": "reference"}, **options)
+    if reference.status == "pass":
+        return frozenset()
+    gaps = frozenset(name for name, status in reference.scenarios.items() if status != "passed")
+    if not gaps or len(gaps) == len(reference.scenarios):  # the reference fails as a whole: a problem of the judge's
+        print(f"course grade: the reference itself is graded {reference.status} here ({printable(reference.problem)}): "
+              "the grades below cannot be trusted", file=sys.stderr)
+        return frozenset()
+    print(f"course grade: the reference itself does not pass {len(gaps)} scenario(s) here, left out of every "
+          f"grade: {', '.join(sorted(gaps))}", file=sys.stderr)
+    return gaps
 
 
 def _target(link: Path) -> str:
@@ -226,10 +250,13 @@ def grade(args: argparse.Namespace) -> int:
     results = Path(args.results) if args.results else None
     if results is not None:
         results.mkdir(parents=True, exist_ok=True)
+    ungradable = reference_gaps(chapter, root=root, wall=args.timeout, timeout=args.scenario_timeout,
+                                isolate=isolate, plans=plans, wanted=wanted)
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
-                               isolate=isolate, plans=plans, wanted=wanted, results=results, shown=shown)
+                               isolate=isolate, plans=plans, wanted=wanted, results=results, shown=shown,
+                               ungradable=ungradable)
                    for folder in folders]
         try:
             for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",

@@ -31,7 +31,6 @@ what JSON cannot, a megabyte of text, every shape of exception): they run first,
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import random
 import re
@@ -41,6 +40,7 @@ from hypothesis import strategies as st
 
 from course.judge.scenarios import ch07_agent_loop as ch07
 from course.judge.timeline import json_text
+from course.recorder.scenarios.ch06_tool_execution import long_text
 
 LEAVES = [
     {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
@@ -490,10 +490,7 @@ SHOWN_WHOLE = 2_000
 """Longer texts are shown by their ends, length and digest: still exact, and a cut shows in the length."""
 
 
-def _long(text: str) -> str:
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{text[:40]}…{text[-20:]} ({len(text):,} characters, sha256 {digest})"
-
+_long = long_text  # the recorder keeps texts over KEPT_WHOLE so already; shown, any over SHOWN_WHOLE
 
 def _shown(result: Any) -> Any:
     """The result as the chapter promises it: the text after "...is not JSON:" is json's own wording, not

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import hashlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -349,11 +350,32 @@ async def run_plan(plan: dict, load) -> dict:
     loop.set_default_executor(waiting)
     try:
         if "loopPlan" in plan:
-            return await run_in_the_loop(plan["loopPlan"], executor, load)
-        return await execute_plan(plan, executor)
+            return kept_short(await run_in_the_loop(plan["loopPlan"], executor, load))
+        return kept_short(await execute_plan(plan, executor))
     finally:
         loop._default_executor = kept  # the next run's work goes where it went before this plan
         waiting.shutdown(wait=False, cancel_futures=True)
+
+
+KEPT_WHOLE = 10_000
+"""Longer texts are recorded by their ends, length and digest: still exact (a cut shows in the length),
+and a megabyte of output does not make a record line the judge refuses as too large."""
+
+
+def long_text(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:40]}…{text[-20:]} ({len(text):,} characters, sha256 {digest})"
+
+
+def kept_short(value):
+    """`value` with every text longer than KEPT_WHOLE in short (`long_text`); nothing else changes."""
+    if isinstance(value, str):
+        return long_text(value) if len(value) > KEPT_WHOLE else value
+    if isinstance(value, list):
+        return [kept_short(item) for item in value]
+    if isinstance(value, dict):
+        return {key: kept_short(item) for key, item in value.items()}
+    return value
 
 
 LOOP_TURNS = 50_000
