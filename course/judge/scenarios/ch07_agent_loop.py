@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from course.judge.invariants import _check_events, _check_requests, _check_transcript, _key, check_pairing, signal_problems
 from course.judge.timeline import event_line, json_text, message_row, request_row
-from course.recorder.scenarios.ch07_agent_loop import answers_own_texts
+from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS, answers_own_texts
 
 RUNNING = ["succeed", "succeed", "succeed", "succeed", "raise", "raise_empty", "report_error", "not_json", "garbage"]
 INJECTED_ONLY = ["wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool"]
@@ -45,8 +45,7 @@ FOCUS = {
     "abort": ["tool_end", "tool_progress", "model_event", "assistant_message", "assistant_message", "tool_start"],
 }
 """The events a section's hooks fire at more often than the others: where its mistakes show."""
-TERMINAL = ["stop", "length", "error", "aborted", "model_raises", "stream_fails", "stream_raises", "stream_garbles",
-            "result_garbles", "toolUse"]
+TERMINAL = ["stop", "length", "error", "aborted", *FAILING_MODELS, "toolUse"]
 
 EXAMPLES = {"pure_stop": 25, "round_trip": 30, "terminals": 30, "concurrent": 30, "abort": 40}
 
@@ -138,8 +137,7 @@ def plans(draw: "Draw", section: str) -> dict:
     if section == "pure_stop":
         for _ in range(draw.sampled_from([0, 0, 0, 1])):
             steps.append(step_plans(draw, len(steps) + 1, world, reason="toolUse", calls=(1, 2)))
-        reason = draw.sampled_from(["stop"] * 6 + ["error", "model_raises", "stream_fails", "stream_raises",
-                                                   "stream_garbles", "result_garbles", "length", "aborted"])
+        reason = draw.sampled_from(["stop"] * 6 + ["error", *FAILING_MODELS, "length", "aborted"])
         steps.append(step_plans(draw, len(steps) + 1, world, reason=reason, calls=(0, 0)))
     elif section == "round_trip":
         for _ in range(draw.integers(1, 3)):
@@ -220,7 +218,8 @@ STRATEGIES = {section: _strategy(section) for section in ("pure_stop", "round_tr
 # --- the notation of a run ------------------------------------------------------------------------
 
 LOOSE_TEXT = "<an error result saying what was wrong with the executor's answer>"
-MODEL_FAILURES = ("model connection reset", "stream cut", "socket closed mid-stream", "garbled event", "garbled answer")
+MODEL_FAILURES = tuple(FAILING_MODELS.values())
+"""What a failing model raises or hands over: an errorMessage holding one names what failed."""
 
 
 def _loosen(value: Any, loose: dict) -> Any:

@@ -190,12 +190,17 @@ def _answer(step: dict) -> dict:
     return assistant_message(content, reason, error_message=error)
 
 
+MODEL_FAILURES = {"model_raises": "model connection reset", "stream_fails": "stream cut",
+                  "stream_raises": "socket closed mid-stream", "stream_garbles": "garbled event",
+                  "result_garbles": "garbled answer"}
+"""The steps whose model breaks the stream contract (the scripted answer is then a `stop` one), each with
+the text of what it raises or hands over instead of an event or a message (the errorMessage names it)."""
+STREAM_FAILURES = ("stream_raises", "stream_garbles", "result_garbles")
+"""The model failures of a stream of another class than the course's (`PieceStream`)."""
+
+
 async def _stream_cut(request):
-    raise ConnectionError("stream cut")
-
-
-MODEL_FAILURES = ("model_raises", "stream_fails", "stream_raises", "stream_garbles", "result_garbles")
-"""The steps whose model breaks the stream contract (the scripted answer is then a `stop` one)."""
+    raise ConnectionError(MODEL_FAILURES["stream_fails"])
 
 
 class PieceStream:
@@ -211,10 +216,10 @@ class PieceStream:
         async for event in self.inner:
             if self.failure == "stream_raises":
                 yield event
-                raise ConnectionResetError("socket closed mid-stream")
+                raise ConnectionResetError(MODEL_FAILURES["stream_raises"])
             if self.failure == "stream_garbles":
                 yield event
-                yield "garbled event"
+                yield MODEL_FAILURES["stream_garbles"]
             if event.get("type") == "text_delta" and len(event["delta"]) > 1:
                 half = len(event["delta"]) // 2
                 yield {**event, "delta": event["delta"][:half]}
@@ -223,7 +228,7 @@ class PieceStream:
 
     async def result(self):
         answer = await self.inner.result()
-        return "garbled answer" if self.failure == "result_garbles" else answer
+        return MODEL_FAILURES["result_garbles"] if self.failure == "result_garbles" else answer
 
 
 class PlanModel:
@@ -266,12 +271,12 @@ class PlanModel:
             self.requests.append(jsonable(request))
         steps = self.plan["steps"]
         if index < len(steps) and steps[index]["stopReason"] == "model_raises":
-            raise ConnectionError("model connection reset")
+            raise ConnectionError(MODEL_FAILURES["model_raises"])
         self.scripted.request_count = index
         stream = self.scripted.stream(request, signal=signal)
         self.streams.append(stream)
         failure = steps[index]["stopReason"] if index < len(steps) else None
-        failure = failure if failure in ("stream_raises", "stream_garbles", "result_garbles") else None
+        failure = failure if failure in STREAM_FAILURES else None
         # Every second answer comes through a stream of another class, its text in pieces.
         return PieceStream(stream, failure) if failure or index % 2 == 1 else stream
 
@@ -550,22 +555,28 @@ def _options_changed(loop_options, given: dict) -> str | list[str]:
     return "as the caller made them" if not changed else sorted(changed)
 
 
-def shared_objects(messages: object) -> int:
-    """How many times a list or object of the transcript is met again inside it: each is one object in two
-    places, so a caller changing one message changes another."""
-    if not isinstance(messages, list):
-        return 0
+def _containers(roots: list) -> tuple[list, int]:
+    """Every list and object in `roots` and below them, each once (depth first), and how many times one of
+    them was met again on the way: each such meeting is one object held in two places."""
+    found: list = []
     seen: set[int] = set()
     again = 0
-    pending: list = [messages]
+    pending = list(roots)
     while pending:
         value = pending.pop()
         if id(value) in seen:
             again += 1
             continue
         seen.add(id(value))
+        found.append(value)
         pending.extend(v for v in (value.values() if isinstance(value, dict) else value) if isinstance(v, (dict, list)))
-    return again
+    return found, again
+
+
+def shared_objects(messages: object) -> int:
+    """How many times a list or object of the transcript is met again inside it: each is one object in two
+    places, so a caller changing one message changes another."""
+    return _containers([messages])[1] if isinstance(messages, list) else 0
 
 
 SCRIBBLE = "added by an earlier run's caller"
@@ -576,16 +587,8 @@ def scribble(messages: object, given: int) -> None:
     that shares an object between two messages, or keeps one for a later run, shows it in what follows."""
     if not isinstance(messages, list):
         return
-    seen: set[int] = set()
-    pending = [m for m in messages[given:] if isinstance(m, dict)]
-    while pending:
-        value = pending.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
+    for value in _containers([m for m in messages[given:] if isinstance(m, dict)])[0]:
         if isinstance(value, dict):
-            pending.extend(v for v in value.values() if isinstance(v, (dict, list)))
             value["scribbled"] = SCRIBBLE
         else:
-            pending.extend(v for v in value if isinstance(v, (dict, list)))
             value.append({"type": "text", "text": SCRIBBLE})
