@@ -635,6 +635,8 @@ _TEXT = {"type": "string", "description": "a text"}
 _NAME = {"type": "string", "description": "a name"}
 _MAYBE_TEXT = {"type": ["string", "null"], "description": "a text"}
 _TEXTS = {"type": "array", "items": {"type": "string", "description": "only texts"}, "description": "a list of texts"}
+_MODULE = {"type": "string", "description": "a module name"}
+_MODULE_LINE = {"required": ["module"], "properties": {"module": _MODULE}}
 RECORD_LINES: dict[str, tuple[str, dict]] = {  # kind: (how a problem names it, its schema)
     "start": ("a start line", {"properties": {"scenario": _NAME}}),
     "snapshot": ("a snapshot line", {"required": ["record"], "properties": {"scenario": _NAME, "snapshot": _COUNT}}),
@@ -650,7 +652,7 @@ RECORD_LINES: dict[str, tuple[str, dict]] = {  # kind: (how a problem names it, 
                        "output": _TEXTS, "outputLines": _COUNT}}),
     "importError": ("importError", {
         "type": "object", "description": "an object", "required": ["module", "problem"],
-        "properties": {"module": {"type": "string", "description": "a module name"},
+        "properties": {"module": _MODULE,
                        "file": {"type": ["string", "null"], "description": "a path"},
                        "line": {"type": ["integer", "null"], "description": "a line number"},
                        "problem": _TEXT, "text": _MAYBE_TEXT, "missing": _TEXTS}}),
@@ -658,8 +660,8 @@ RECORD_LINES: dict[str, tuple[str, dict]] = {  # kind: (how a problem names it, 
         "type": "object", "description": "an object", "required": ["where", "problem"],
         "properties": {"where": {"type": "string", "description": "a test id"}, "problem": _TEXT}}),
     "flag": ("a flag line", {"properties": {"flag": _TEXT}}),
-    "importing": ("an importing line", {
-        "required": ["module"], "properties": {"module": {"type": "string", "description": "a module name"}}}),
+    "importing": ("an importing line", _MODULE_LINE),
+    "imported": ("an imported line", _MODULE_LINE),
     "finished": ("a finished line", {}),
 }
 # JSON's integers only: 1.0 or true is no count (jsonschema's own "integer" takes 1.0).
@@ -667,15 +669,16 @@ _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
                                           type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
                                               "integer", lambda _, value: type(value) is int))
 _VALIDATORS = {kind: _Validator(schema) for kind, (_, schema) in RECORD_LINES.items()}
-RECORD_LINES["imported"] = ("an imported line", RECORD_LINES["importing"][1])
-_VALIDATORS["imported"] = _VALIDATORS["importing"]
 
 
 def _kind(line: dict) -> str:
     """Which kind of record line `line` claims to be (a key of RECORD_LINES), or why it is none."""
     if "scenario" in line:
-        return "snapshot" if "snapshot" in line else "plan" if "plan" in line else \
-            line["event"] if line.get("event") in ("start", "end") else "a scenario line that is no start, snapshot, plan or end"
+        if "snapshot" in line or "plan" in line:
+            return "snapshot" if "snapshot" in line else "plan"
+        if line.get("event") in ("start", "end"):
+            return line["event"]
+        return "a scenario line that is no start, snapshot, plan or end"
     for key in ("importError", "collectionError", "flag"):
         if key in line:
             return key

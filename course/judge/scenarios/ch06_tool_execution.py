@@ -490,11 +490,9 @@ SHOWN_WHOLE = 2_000
 """Longer texts are shown by their ends, length and digest: still exact, and a cut shows in the length."""
 
 
-_long = long_text  # the recorder keeps texts over KEPT_WHOLE so already; shown, any over SHOWN_WHOLE
-
 def _shown(result: Any) -> Any:
     """The result as the chapter promises it: the text after "...is not JSON:" is json's own wording, not
-    compared; a long text is shown in short (`_long`)."""
+    compared; a text over SHOWN_WHOLE is shown in short (`long_text`, as the recorder keeps any over KEPT_WHOLE)."""
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
         return result
     content = []
@@ -502,7 +500,7 @@ def _shown(result: Any) -> Any:
         if isinstance(block, dict) and isinstance(block.get("text"), str) and NOT_JSON_ERROR.match(block["text"]):
             block = {**block, "text": NOT_JSON_ERROR.sub(r"\1: …", block["text"])}
         if isinstance(block, dict) and isinstance(block.get("text"), str) and len(block["text"]) > SHOWN_WHOLE:
-            block = {**block, "text": _long(block["text"])}
+            block = {**block, "text": long_text(block["text"])}
         content.append(block)
     return {**result, "content": content}
 

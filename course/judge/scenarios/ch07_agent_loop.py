@@ -25,7 +25,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from course.judge.invariants import _check_events, _check_requests, _check_transcript, _key, check_pairing, signal_problems
+from course.judge.invariants import (
+    _check_events, _check_requests, _check_transcript, _key, check_pairing, signal_problems,
+)
 from course.judge.timeline import event_line, json_text, message_row, request_row
 from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS, answers_own_texts
 

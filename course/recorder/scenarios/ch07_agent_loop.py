@@ -20,16 +20,17 @@ A plan (JSON, drawn by `course.judge.scenarios.ch07_agent_loop`):
 
 What a call's tool does (`does`): succeed, raise / raise_empty (an exception with a message, or with an
 empty one: which exception, chained or not, follows from the call's id), report_error, abort (aborts the
-run's signal), not_json (in its content or in its details), garbage (an injected executor's answer that is not a dict; a registry tool's output that is not
-one), wrong_call / wrong_tool (an injected executor answering another call's id or another tool's name),
-wrong_role / no_content / error_not_bool (an injected executor's answer for the right call that is not a
-tool result: another role, no content, an isError that is not a bool),
-bad_arguments / unknown_tool (refused by the chapter 06 executor: the tool never runs), hold (runs until
-the task is cancelled), ignore_cancel (the same, but answers anyway when cancelled), watch (runs until the
-run's signal is aborted). Progress: `before` reports come as the tool starts, `during` ones once its turn
-to finish has come (the second of them in two blocks), `late` ones through the kept callback after the tool
-has returned (when a later call of the run finishes, and after the run): those must not appear. A holding
-tool that is never stopped says so in its answer and in the record (`holdersNotStopped`).
+run's signal), not_json (in its content or in its details), garbage (an injected executor's answer that is
+not a dict; a registry tool's output that is not one), wrong_call / wrong_tool (an injected executor
+answering another call's id or another tool's name), wrong_role / no_content / error_not_bool (an injected
+executor's answer for the right call that is not a tool result: another role, no content, an isError that
+is not a bool), bad_arguments / unknown_tool (refused by the chapter 06 executor: the tool never runs),
+hold (runs until the task is cancelled), ignore_cancel (the same, but answers anyway when cancelled),
+watch (runs until the run's signal is aborted). Progress: `before` reports come as the tool starts,
+`during` ones once its turn to finish has come (the second of them in two blocks), `late` ones through the
+kept callback after the tool has returned (when a later call of the run finishes, and after the run):
+those must not appear. A holding tool that is never stopped says so in its answer and in the record
+(`holdersNotStopped`).
 
 After a run, the caller changes what the run returned (every list and object of the messages the run
 added): a loop that hands out the same object twice, or one it keeps for later runs, shows it.
