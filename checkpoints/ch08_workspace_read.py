@@ -148,6 +148,11 @@ class Refusal(Exception):
         self.code = key.partition("/")[0]
 
 
+def refused(refusal: Refusal) -> ToolOutput:
+    """The tool's answer to a refused read: an error result for the model, its code in details.error."""
+    return {"content": [text(str(refusal))], "details": {"error": refusal.code}, "isError": True}
+
+
 def create_read_tool(root: str | os.PathLike, *, max_lines: int = DEFAULT_MAX_LINES,
                      max_bytes: int = DEFAULT_MAX_BYTES) -> Tool:
     """A `read` tool serving UTF-8 text files under `root`, at most `max_lines` / `max_bytes` per call.
@@ -165,10 +170,9 @@ def create_read_tool(root: str | os.PathLike, *, max_lines: int = DEFAULT_MAX_LI
             return await workspace.read(arguments["path"], int(arguments.get("offset", 1)),
                                         arguments.get("limit"), context)
         except Refusal as refusal:
-            return {"content": [text(str(refusal))], "details": {"error": refusal.code}, "isError": True}
+            return refused(refusal)
         except OSError as error:  # EACCES, EIO, a root that vanished: still an answer, never a crash
-            said = MESSAGES["os_error"].format(quoted=quote(arguments["path"]), reason=error.strerror or error)
-            return {"content": [text(said)], "details": {"error": "os_error"}, "isError": True}
+            return refused(Refusal("os_error", quoted=quote(arguments["path"]), reason=error.strerror or error))
 
     return Tool(
         name="read",

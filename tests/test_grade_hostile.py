@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from course.judge import differential, grade, mutants, starter
+from course.judge import processes as judge_processes
 from course.judge.index import expected_scenarios
 from course.judge import sandbox
 from course.judge.sandbox import bubblewrap
@@ -237,7 +238,7 @@ class Grades:
             child.wait()
         # A grade stopped before its clean-up (a test run with -k, a failure) leaves the submissions' deep
         # trees in its scratch directory; pytest's own remover recurses and would fail on them in a later run.
-        subprocess.run(["rm", "-rf", "--", str(self.scratch)], check=False)
+        judge_processes.remove_tree(self.scratch)
 
 
 def plan_feature(plan: dict) -> tuple | None:

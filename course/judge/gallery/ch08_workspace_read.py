@@ -94,7 +94,7 @@ MUTANTS = [
            "a refused read is the tool's own answer: return an error result with details.error, "
            "do not let the refusal escape as an exception",
            '        except Refusal as refusal:\n'
-           '            return {"content": [text(str(refusal))], "details": {"error": refusal.code}, "isError": True}\n',
+           '            return refused(refusal)\n',
            ''),
     Mutant("type-checked-only-after-open", "拒绝",
            "check the file's type before opening it: a FIFO, device or socket is refused without being opened",
@@ -138,8 +138,7 @@ MUTANTS = [
     Mutant("os-error-without-details", "拒绝",
            "an OS error (the workspace gone, EACCES, EIO) is still an answer with its reason in details.error "
            "(os_error), and its message names the path the model gave, not the workspace's place on the disk",
-           'said = MESSAGES["os_error"].format(quoted=quote(arguments["path"]), reason=error.strerror or error)\n'
-           '            return {"content": [text(said)], "details": {"error": "os_error"}, "isError": True}',
+           'return refused(Refusal("os_error", quoted=quote(arguments["path"]), reason=error.strerror or error))',
            'said = f"Cannot read {os.path.join(workspace.root, arguments[\'path\'])}: {error}"\n'
            'return {"content": [text(said)], "details": None, "isError": True}'),
     Mutant("path-normalised-to-nfc", "拒绝",
