@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -195,7 +196,7 @@ def test_the_chapter_modules_are_copied_first(tmp_path):
 
 REMOVE_LOCKED = r"""
 import os, sys
-from course.judge import processes
+import processes  # the judge's course/judge/processes.py (standard library only), copied where `nobody` reads it
 with processes.scratch_directory("judge-limits-locked-") as work:
     inner = work / "out" / "locked" / "inner"
     inner.mkdir(parents=True)
@@ -213,8 +214,18 @@ def test_a_directory_left_without_permissions_is_removed_by_a_judge_that_is_not_
         if shutil.which("setpriv") is None:
             pytest.skip("root, and no setpriv to remove as another user")
         command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", *command]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"})
+    # The checkout may lie where `nobody` cannot read (a clone in a directory of mode 0700): the module runs
+    # from a copy in a directory of its own that anyone may read.
+    judge = Path(tempfile.mkdtemp(prefix="judge-limits-module-", dir="/tmp"))
+    try:
+        judge.chmod(0o755)
+        shutil.copy(ROOT / "course" / "judge" / "processes.py", judge / "processes.py")
+        (judge / "processes.py").chmod(0o644)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=judge,
+                              env={**os.environ, "PYTHONPATH": str(judge), "PYTHONDONTWRITEBYTECODE": "1",
+                                   "TMPDIR": "/tmp"})
+    finally:
+        shutil.rmtree(judge)
     assert done.returncode == 0, done.stderr
     work, left = done.stdout.split()
     if left == "True":  # (as root, clean up what `nobody` could not)
