@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+HARDENING = "加固"
+"""The hardening track, as a section name: what the project adds beyond a chapter's text. Its checks are
+labelled as beyond the chapter wherever they appear and never decide whether a chapter passes."""
+
 
 @dataclass(frozen=True)
 class Chapter:
@@ -22,6 +26,12 @@ class Chapter:
     weights: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
     """Points per section for `course grade` (a section not listed is worth 1), earned in proportion
     to the section's scenarios passed."""
+    text: str | None = None
+    """The chapter's text, as a path from the repository root (it may be absent: what cites it still
+    prints its stored quotes, `course.judge.contracts`)."""
+    hardening_weight: float = 0.0
+    """Points of the hardening track (加固, beyond the chapter) in `course grade`: 0 leaves it out unless
+    `--hardening WEIGHT` asks for it; it never decides whether the chapter passes."""
 
     @property
     def keyword(self) -> str:
@@ -40,11 +50,12 @@ class Chapter:
 
 CHAPTERS: list[Chapter] = [
     Chapter("06", "ch06_tool_execution", "Executing one tool call", ("execute_tool_call",),
-            runs_in=("ch07_agent_loop",)),
+            runs_in=("ch07_agent_loop",), text="docs/chapters/ch06_tool_execution.txt"),
     Chapter("07", "ch07_agent_loop", "The agent loop", ("AgentLoopOptions", "run_agent_loop"),
-            weights={"纯文本 stop": 1, "单工具往返": 2, "非执行终态": 2, "并发工具": 2, "取消与上限": 3}),
+            weights={"纯文本 stop": 1, "单工具往返": 2, "非执行终态": 2, "并发工具": 2, "取消与上限": 3},
+            text="../shared/spec/000_b463beaf6860d93c.txt"),
     Chapter("08", "ch08_workspace_read", "A workspace read tool",
-            ("create_read_tool", "DEFAULT_MAX_LINES", "DEFAULT_MAX_BYTES")),
+            ("create_read_tool", "DEFAULT_MAX_LINES", "DEFAULT_MAX_BYTES"), text="docs/chapters/ch08_workspace_read.txt"),
 ]
 
 

@@ -1,4 +1,8 @@
-"""Chapter 07: the agent loop. One class per chapter section; `pytest -k <section>` selects it."""
+"""Chapter 07: the agent loop. One class per chapter section; `pytest -k <section>` selects it.
+
+Each test names what it holds the student to: the chapter's sentences (`cites`, names of
+`course/judge/contracts/ch07_agent_loop.py`'s CITES), or, in the section 加固 (the hardening track,
+beyond the chapter), the project's own promise (`hardening`, a name of its PROMISES)."""
 
 import asyncio
 
@@ -61,6 +65,7 @@ class SiblingGate:
 
 @pytest.mark.section("纯文本 stop")
 class TestPureStop:
+    @pytest.mark.cites("pure-stop", "turn-end")
     async def test_pure_stop(self, ch07, snapshot):
         """a stop answer without tool calls ends the run after one request."""
         model = ScriptedModel([assistant_message([text("你好，我是 tiny-pi。")], "stop")])
@@ -72,6 +77,7 @@ class TestPureStop:
 
 @pytest.mark.section("单工具往返")
 class TestSingleToolRoundTrip:
+    @pytest.mark.cites("round-trip", "second-request", "stale-tools", "caller-keeps-its-messages")
     async def test_readme_round_trip(self, ch07, snapshot):
         """call-1's result goes into the second model request; the context's stale tools are not forwarded."""
         context = readme.context()
@@ -87,6 +93,7 @@ class TestSingleToolRoundTrip:
         assert all(r["tools"] == Registry([readme.memory_read_tool()]).definitions() for r in model.requests)
         assert context["messages"] is caller_messages and len(caller_messages) == 1
 
+    @pytest.mark.cites("progress-call-id")
     async def test_progress_reports_carry_the_call_id(self, ch07, snapshot):
         """tool_progress events carry the call id of the tool reporting them."""
         def report(call, context):
@@ -100,6 +107,7 @@ class TestSingleToolRoundTrip:
         progress = [e for e in run.events if e["type"] == "tool_progress"]
         assert [e["callId"] for e in progress] == ["call-1", "call-1"]
 
+    @pytest.mark.cites("second-request")
     async def test_unknown_tool_becomes_an_error_result_the_model_sees(self, ch07, snapshot):
         """an unknown tool becomes an error result the model sees in its next request."""
         model = ScriptedModel([
@@ -124,6 +132,9 @@ NON_EXECUTING = {
 @pytest.mark.section("非执行终态")
 class TestNonExecutingTerminals:
     @pytest.mark.parametrize("row", list(NON_EXECUTING))
+    @pytest.mark.cites("pairing", length=("length-not-run", "length-events"), error=("other-terminals",),
+                       aborted=("other-terminals",), stop_with_calls=("other-terminals", "incomplete-batch"),
+                       tool_use_without_calls=("incomplete-batch",))
     async def test_terminal_row(self, ch07, snapshot, row):
         """{row} must not start tools: every call gets a skipped result and the run ends."""
         answer, finish = NON_EXECUTING[row]
@@ -133,6 +144,7 @@ class TestNonExecutingTerminals:
         assert (run.reason, run.steps, len(model.requests), run.executions) == (finish, 1, 1, [])
         assert not any(e["type"] in ("tool_start", "tool_end") for e in run.events)
 
+    @pytest.mark.cites("length-check")
     async def test_length_with_two_calls_starts_neither(self, ch07, snapshot):
         """length with two calls starts neither tool and skips both."""
         # The chapter's closing exercise: correct is executionCount = 0 and two tool_skipped.
@@ -146,6 +158,7 @@ class TestNonExecutingTerminals:
 
 @pytest.mark.section("并发工具")
 class TestConcurrentTools:
+    @pytest.mark.cites("completion-order", "call-order")
     async def test_fast_finishes_first_results_stay_in_call_order(self, ch07, snapshot):
         """tools run together: tool_end in finishing order, results appended in call order."""
         slow_may_finish = SiblingGate("fast-call's tool_end was not emitted while slow-call waited for it: the tools "
@@ -167,6 +180,7 @@ class TestConcurrentTools:
         appended = [m["toolCallId"] for m in run.messages if m["role"] == "toolResult"]
         assert (ends, appended) == (["fast-call", "slow-call"], ["slow-call", "fast-call"])
 
+    @pytest.mark.cites("batch-together")
     async def test_tools_overlap_even_when_they_finish_in_call_order(self, ch07, snapshot):
         """the batch's tools run at the same time, not one after another, even when they finish in call order."""
         # call-1 waits until call-2 has started, call-2 until call-1 has ended: only a concurrent batch passes,
@@ -194,6 +208,7 @@ class TestConcurrentTools:
         ends = [e["result"]["toolCallId"] for e in run.events if e["type"] == "tool_end"]
         assert ends == ["call-1", "call-2"] and not any(m.get("isError") for m in run.messages)
 
+    @pytest.mark.cites("rejection", "error-message")
     async def test_rejecting_executor_does_not_lose_its_sibling(self, ch07, snapshot):
         """an executor that raises becomes that call's error result; its sibling's result is kept."""
         model = ScriptedModel([
@@ -217,15 +232,14 @@ class TestConcurrentTools:
         assert failed["content"] == [text("disk on fire")] and "Traceback" not in str(run.messages)
         assert run.messages[3]["content"] == [text("notes")]
 
+    @pytest.mark.cites("progress-call-id")
     async def test_two_runs_at_once_keep_their_own_progress(self, ch07, snapshot):
-        """two runs at once, each with a call-1: each run emits its own tool's progress, and only while it runs."""
+        """two runs at once, each with a call-1: each run emits its own tool's progress."""
         b_started = SiblingGate("run B's call-1 did not start while run A's call-1 waited for it: the two runs "
                                 "did not run at once")
         a_ended = SiblingGate("run A's tool_end was not emitted while run B's call-1 waited for it")
-        kept = []
 
         async def execute_a(call, context):
-            kept.append(context.report_progress)
             await b_started.wait()
             context.report_progress([text("A reading")])
             return tool_result(call, [text("A done")])
@@ -233,7 +247,6 @@ class TestConcurrentTools:
         async def execute_b(call, context):
             b_started.set()
             await a_ended.wait()
-            kept[0]([text("A again, after its call ended")])  # run A's callback, stale: not emitted anywhere
             context.report_progress([text("B reading")])
             return tool_result(call, [text("B done")])
 
@@ -260,6 +273,7 @@ class TestConcurrentTools:
 
 @pytest.mark.section("取消与上限")
 class TestAbortAndMaxSteps:
+    @pytest.mark.cites("abort-before-start")
     async def test_abort_before_start(self, ch07, snapshot):
         """a signal aborted before the run makes no model request."""
         controller = AbortController()
@@ -270,6 +284,7 @@ class TestAbortAndMaxSteps:
         assert run == snapshot
         assert (run.reason, run.steps, model.requests, run.messages) == ("aborted", 0, [], context["messages"])
 
+    @pytest.mark.cites("abort-during-batch")
     async def test_abort_during_tool_keeps_its_result(self, ch07, snapshot):
         """an abort during a tool keeps its result and prevents the next model request."""
         controller = AbortController()
@@ -281,6 +296,7 @@ class TestAbortAndMaxSteps:
         assert (run.reason, run.steps, len(model.requests)) == ("aborted", 1, 1)
         assert run.messages[-1]["toolCallId"] == "call-1" and run.messages[-1]["isError"] is False
 
+    @pytest.mark.cites("signal-handed-over", "other-terminals")
     async def test_abort_while_streaming_pairs_the_streamed_call(self, ch07, snapshot):
         """an abort while streaming pairs the streamed call with a skipped result and starts no tool."""
         controller = AbortController()
@@ -295,6 +311,7 @@ class TestAbortAndMaxSteps:
         assert run == snapshot
         assert (run.reason, run.steps, run.executions) == ("aborted", 1, [])
 
+    @pytest.mark.cites("abort-during-batch")
     async def test_abort_during_the_last_step_ends_aborted(self, ch07, snapshot):
         """an abort during the last step's tools still ends the run aborted, not maxSteps."""
         # The check after the batch, not the max_steps bound, ends this run: the abort is what stopped it.
@@ -306,6 +323,7 @@ class TestAbortAndMaxSteps:
         assert run == snapshot
         assert (run.reason, run.steps, len(model.requests)) == ("aborted", 1, 1)
 
+    @pytest.mark.cites("signal-handed-over")
     async def test_a_long_tool_stops_on_the_runs_signal(self, ch07, snapshot):
         """every tool gets the run's signal, so a long tool can stop when the run is aborted."""
         controller = AbortController()
@@ -327,6 +345,7 @@ class TestAbortAndMaxSteps:
         assert (run.reason, run.steps, run.executions) == ("aborted", 1, ["watch"])
         assert run.messages[-1]["content"] == [text("stopped: user pressed stop")]
 
+    @pytest.mark.cites("max-steps-one")
     async def test_max_steps_one(self, ch07, snapshot):
         """max_steps=1 makes one request, runs its tools, and ends with maxSteps."""
         model = ScriptedModel([readme.first_answer(), readme.final_answer()])
@@ -336,6 +355,7 @@ class TestAbortAndMaxSteps:
         assert (run.reason, run.steps, len(model.requests)) == ("maxSteps", 1, 1)
         assert [m["role"] for m in run.messages] == ["user", "assistant", "toolResult"]
 
+    @pytest.mark.cites("max-steps")
     async def test_default_max_steps_is_32(self, ch07, snapshot):
         """without max_steps the loop stops after 32 model requests."""
         def another_read(request):
@@ -347,7 +367,13 @@ class TestAbortAndMaxSteps:
         assert run.without_messages_json() == snapshot
         assert (run.reason, run.steps, len(model.requests), len(run.executions)) == ("maxSteps", 32, 32, 32)
 
+
+@pytest.mark.section("加固")
+class TestHardening:
+    """What the project promises beyond the chapter: never part of the chapter's verdict (`--hardening`)."""
+
     @pytest.mark.parametrize("max_steps", [0, -1, 1.5])
+    @pytest.mark.hardening("max-steps-checked")
     async def test_max_steps_must_be_a_positive_integer(self, ch07, max_steps, snapshot):
         """max_steps={max_steps} is refused with a ValueError before any request."""
         model = ScriptedModel([])
@@ -355,6 +381,23 @@ class TestAbortAndMaxSteps:
                                about="max_steps")
         assert outcome == snapshot
         assert model.requests == []
+
+    @pytest.mark.hardening("late-progress")
+    async def test_progress_after_the_call_ended_is_not_emitted(self, ch07, snapshot):
+        """progress reported through a kept callback after its call ended is not emitted."""
+        kept = []
+
+        async def execute(call, context):
+            if kept:  # the second round: the first call's callback is stale by now
+                kept[0]([text("call-1 again, after its call ended")])
+            kept.append(context.report_progress)
+            return tool_result(call, [text(f"{call['id']} done")])
+
+        model = ScriptedModel([readme.first_answer(), assistant_message([readme.read_call("call-2")], "toolUse"),
+                               readme.final_answer()])
+        run = await run_loop(ch07, model=model, context=readme.context(), execute_tool_call=execute)
+        assert run == snapshot
+        assert not any(e["type"] == "tool_progress" for e in run.events)
 
 
 test_generated = generated_scenarios("ch07_agent_loop")

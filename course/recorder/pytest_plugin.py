@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from course.manifest import HARDENING
 from course.recorder import impl
 from course.recorder.limits import PlanTimedOut, time_limit
 from course.recorder.record import jsonable
@@ -45,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="record mode: the generated plans to run, per section (JSON written by the judge)")
     group.addoption("--course-forbid", default=None, metavar="MODULES",
                     help="record mode: comma-separated modules whose import is refused and recorded as a flag")
+    group.addoption("--hardening", action="store_true",
+                    help=f"also judge your modules on the hardening track ({HARDENING}: what the project adds beyond "
+                         "the chapter, never part of its verdict); the reference is always judged on it")
     group.addoption("--schedule-seed", type=int, default=None, metavar="N",
                     help="start concurrent tasks in an order derived from N (0 = asyncio's own order); "
                          "what `course snapshots verify` varies")
@@ -80,6 +84,61 @@ def pytest_configure(config: pytest.Config) -> None:
             sys.meta_path.insert(0, ForbiddenImports(forbidden, recording))
     if config.getoption("--schedule-seed"):
         config.pluginmanager.register(StartOrderShuffle(config.getoption("--schedule-seed")), "course-schedule")
+
+
+def in_hardening_track(item: pytest.Item) -> bool:
+    """Whether a test is one of the hardening track's (its section is 加固)."""
+    marker = item.get_closest_marker("section")
+    return marker is not None and bool(marker.args) and marker.args[0] == HARDENING
+
+
+def _chapter_module(item: pytest.Item) -> str | None:
+    """The chapter module a chapter test judges (`tests/test_ch07_agent_loop.py` judges ch07_agent_loop)."""
+    name = getattr(item, "path", Path("")).stem
+    return name.removeprefix("test_") if name.startswith("test_ch") else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A student's chapter is held to its chapter text: the hardening track's tests are skipped unless
+    `--hardening` asks for them (the reference, which passes both tracks, is always judged on both)."""
+    if config.getoption("--hardening"):
+        return
+    chosen = config.stash[_IMPL_KEY]
+    skip = pytest.mark.skip(reason=f"{HARDENING} (beyond the chapter): not part of the chapter's verdict; "
+                                   "run it with --hardening")
+    for item in items:
+        module = _chapter_module(item)
+        if module is not None and chosen.provides(module) and in_hardening_track(item):
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Plain pytest: a failing chapter test says, beside its failure, what of the chapter it enforces."""
+    report = yield
+    if report.failed and call.when == "call" and recording(item.config) is None:
+        cited = citations_of(item)
+        if cited:
+            report.sections.append(("what this check enforces", "\n".join(cited)))
+    return report
+
+
+def citations_of(item: pytest.Item) -> list[str]:
+    """The sentences of the chapter (or the hardening promises) the test names, as a student reads them."""
+    module = _chapter_module(item)
+    if module is None:
+        return []
+    from course.judge import contracts  # plain pytest only: a graded copy holds no judge
+
+    callspec = getattr(item, "callspec", None)
+    names: list[str] = []
+    for mark in item.iter_markers("cites"):
+        per_param = mark.kwargs.get(callspec.id) if callspec is not None else None
+        names += list(per_param) if per_param is not None else list(mark.args)
+    for mark in item.iter_markers("hardening"):
+        names += list(mark.args)
+    return contracts.for_chapter(module).lines(list(dict.fromkeys(names)))
 
 
 def _judges_chapters(config: pytest.Config) -> bool:
