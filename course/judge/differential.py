@@ -56,8 +56,10 @@ def profile() -> tuple[str, int | None]:
 
 
 def section_seed(module: str, section: str, seed: int | None) -> int:
-    """The seed of one section's plans: fixed per section unless a seed is given."""
-    return zlib.crc32(f"{module}:{section}:{0 if seed is None else seed}".encode())
+    """The seed of one section's plans: fixed per section unless a seed is given. (A chapter's `SEED_KEYS`
+    may name another section's seed for one: a section renamed keeps the plans it drew.)"""
+    key = getattr(judge_scenarios.for_chapter(module), "SEED_KEYS", {}).get(section, section)
+    return zlib.crc32(f"{module}:{key}:{0 if seed is None else seed}".encode())
 
 
 def examples(module: str, section: str, multiplier: int = 1) -> int:

@@ -14,7 +14,7 @@ A plan (JSON, drawn by `course.judge.scenarios.ch07_agent_loop`):
    "contextExtra": bool,            the caller's context holds a key of its own (never part of a request)
    "steps": [{"stopReason": "toolUse" | "stop" | "length" | "error" | "aborted" | "model_raises" | "stream_fails"
                              | "stream_raises" | "stream_garbles" | "result_garbles",
-              "text": bool,
+              "text": bool | str,    the answer's text: True "let me see", False none, or the text itself
               "calls": [{"id", "does", "before": 0|1, "during": 0-2, "late": bool}],
               "finishOrder": [ids of the calls whose tool runs and does not hold, in the order they finish]}]}
 
@@ -46,6 +46,7 @@ import asyncio
 import copy
 import json
 
+from course.manifest import HARDENING
 from course.recorder.limits import PlanTimedOut
 from course.recorder.record import jsonable
 from course.runtime.abort import AbortController
@@ -59,6 +60,9 @@ SECTIONS = {
     "terminals": "非执行终态",
     "concurrent": "并发工具",
     "abort": "取消与上限",
+    # The hardening track: plans beyond the chapter's contract (a raising model, malformed executor answers,
+    # raising observers, the caller's cancellation, ...), each leaning towards one of the sections above.
+    **{f"hardening_{key}": HARDENING for key in ("pure_stop", "round_trip", "terminals", "concurrent", "abort")},
 }
 
 REFUSED = ("bad_arguments", "unknown_tool")
@@ -182,7 +186,8 @@ PROBE = Tool(name="probe", description="does what the plan says", execute=_no_pl
 
 
 def _answer(step: dict) -> dict:
-    content = [text("let me see")] if step["text"] else []
+    said = step["text"] if isinstance(step["text"], str) else "let me see"  # (True: the usual text)
+    content = [text(said)] if step["text"] else []
     for call in step["calls"]:
         name = "nope" if call["does"] == "unknown_tool" else "probe"
         content.append(tool_call(call["id"], name, {"key": 7 if call["does"] == "bad_arguments" else call["id"]}))
