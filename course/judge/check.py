@@ -12,16 +12,12 @@ import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from course.judge import mutants
-from course.judge.timeline import where as divergence_where
+from course.judge import contracts, mutants
+from course.judge.report import Report, enforces
 from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, rerun_command
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root, default_implementation, shown
-from course.manifest import CHAPTERS, Chapter, find_chapter
-
-STATUS_LABEL = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "not run": "SKIP"}
-OUTPUT_SHOWN = 20
-"""Lines of a failing scenario's own output shown under it (the record keeps more)."""
+from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
 
 
 def implementation_options(parser: argparse.ArgumentParser) -> None:
@@ -47,12 +43,14 @@ def judged_code(chapter: Chapter, implementation: str | None) -> str:
     return f"the reference: {shown(implementation)} has no {chapter.module}.py (run `course start {chapter.number}`)"
 
 
-def diagnosis(chapter: Chapter, run: ChapterRun, implementation: str | None, chain: bool) -> list[tuple[str, str]]:
+def diagnosis(chapter: Chapter, run: ChapterRun, implementation: str | None, chain: bool) -> mutants.Diagnosis:
     """Known mistakes the evidence identifies: only when the failures and their first divergences are
-    exactly a known variant's (or exactly several variants' together), and the code is the student's."""
+    exactly a known variant's (or exactly several variants' together), and the code is the student's.
+    Only the scenarios judged count: a mistake whose signature lies in a track not run is not named."""
     if not yours(chapter, implementation) or chain or run.import_errors or run.flags:
-        return []
-    return mutants.diagnose(chapter.number, mutants.evidence_of(run.verdicts))
+        return mutants.Diagnosis()
+    return mutants.diagnosis_of(chapter.number, mutants.evidence_of(run.verdicts),
+                                judged={v.scenario for v in run.verdicts})
 
 
 def unusable(run: ChapterRun) -> str:
@@ -72,49 +70,16 @@ def print_import_errors(run: ChapterRun) -> None:
             print(f"      {printable(error['text'].strip(), PROBLEM_LENGTH)}")
 
 
-def print_failure(verdict: Verdict, implementation: str | None, chain: bool, chapter: Chapter, root: Path) -> None:
-    pad = " " * 8
-    if verdict.plan:
-        first, *rest = verdict.plan.splitlines()
-        print(f"{pad}plan:     {first}")
-        for line in rest:
-            print(f"{pad}          {line}")
-    if verdict.divergence:
-        d = verdict.divergence
-        print(f"{pad}first divergence {divergence_where(d['section'], d['index'])}:")
-        print(f"{pad}  expected: {'(nothing)' if d['expected'] is None else d['expected']}")
-        print(f"{pad}  got:      {'(nothing)' if d['got'] is None else d['got']}")
-        if all('"timestamp"' in str(d[side]) for side in ("expected", "got")):
-            print(f"{pad}note:     timestamps come from the course's clock, read once per message as it is made (the "
-                  f"runtime's helpers read it); a read anywhere else shifts every later stamp")
-    if verdict.broken:
-        print(f"{pad}broken promises of the chapter:")
-        for n, line in enumerate(verdict.broken, 1):
-            print(f"{pad}  broken {n}: {line}")
-    if verdict.problem:
-        print(f"{pad}problem:  {printable(verdict.problem, PROBLEM_LENGTH)}")
-    if verdict.where:
-        path, _, line = verdict.where.rpartition(":")
-        print(f"{pad}at:       {printable(shown(path))}:{printable(line)}")
-    if verdict.output:
-        shown_lines = verdict.output[:OUTPUT_SHOWN]
-        total = max(verdict.output_lines, len(verdict.output))
-        cut = f", the first {len(shown_lines)} shown" if total > len(shown_lines) else ""
-        print(f"{pad}your output ({total} line{'s' if total != 1 else ''}{cut}):")
-        for line in shown_lines:
-            print(f"{pad}  | {printable(line)}")
-    if verdict.hint:
-        print(f"{pad}hint:     {verdict.hint}")
-    print(f"{pad}more:     course hint {chapter.number} '{verdict.scenario}'")
-    print(f"{pad}rerun:    {rerun_command(verdict, implementation, chain, root)}")
-
-
-def verdict_json(verdict: Verdict, implementation: str | None, chain: bool, root: Path) -> dict:
+def verdict_json(verdict: Verdict, implementation: str | None, chain: bool, root: Path, chapter: Chapter) -> dict:
     return {
         "name": verdict.scenario,
         "scenario": verdict.scenario,
         "section": verdict.section,
+        "track": verdict.track,
+        "beyondTheChapter": verdict.track == HARDENING,
         "status": verdict.status,
+        "cites": list(verdict.cites),
+        "enforces": enforces(chapter, verdict),
         "firstDivergence": verdict.divergence,
         "brokenPromises": verdict.broken,
         "plan": verdict.plan,
@@ -128,11 +93,21 @@ def verdict_json(verdict: Verdict, implementation: str | None, chain: bool, root
     }
 
 
+def summary_json(verdicts: list[Verdict]) -> dict:
+    return {"passed": sum(v.passed for v in verdicts), "total": len(verdicts),
+            "failed": sum(v.status == "failed" for v in verdicts),
+            "errors": sum(v.status == "error" for v in verdicts),
+            "timeouts": sum(v.status == "timeout" for v in verdicts)}
+
+
 def results_json(chapter: Chapter, run: ChapterRun, implementation: str | None, chain: bool, root: Path,
-                 found: list[tuple[str, str]]) -> dict:
-    """The chapter's results, one entry per scenario (after Exercism's results.json, version 3)."""
-    passed = sum(v.passed for v in run.verdicts)
+                 found: mutants.Diagnosis | list[tuple[str, str]]) -> dict:
+    """The chapter's results, one entry per scenario (after Exercism's results.json, version 3). `status` and
+    `summary` are the chapter track's; the hardening track (加固, beyond the chapter), when judged, is counted
+    under `hardening` and never changes them."""
     status = "pass" if run.passed else ("error" if run.import_errors else "fail")
+    hardening = run.hardening_verdicts
+    found = found if isinstance(found, mutants.Diagnosis) else mutants.Diagnosis(list(found))
     return {
         "version": 3,
         "status": status,
@@ -140,14 +115,14 @@ def results_json(chapter: Chapter, run: ChapterRun, implementation: str | None, 
         "chapter": chapter.number,
         "judged": judged_code(chapter, implementation),
         "implementation": shown(implementation) if implementation else None,
-        "summary": {"passed": passed, "total": len(run.verdicts),
-                    "failed": sum(v.status == "failed" for v in run.verdicts),
-                    "errors": sum(v.status == "error" for v in run.verdicts),
-                    "timeouts": sum(v.status == "timeout" for v in run.verdicts)},
+        "summary": summary_json(run.chapter_verdicts),
+        "hardening": {**summary_json(hardening), "label": contracts.BEYOND,
+                      "note": "beyond the chapter: never part of its status"} if hardening else None,
         "importErrors": run.import_errors,
         "flags": run.flags,
-        "tests": [verdict_json(v, implementation, chain, root) for v in run.verdicts],
-        "diagnosis": [{"variant": v, "hint": h} for v, h in found],
+        "tests": [verdict_json(v, implementation, chain, root, chapter) for v in run.verdicts],
+        "diagnosis": [{"variant": v, "hint": h} for v, h in found.found],
+        "diagnosisNote": found.note,
     }
 
 
@@ -164,12 +139,17 @@ def import_message(run: ChapterRun, inside: str | None = None) -> str:
 
 
 def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,
-              timeout: float | None = None) -> tuple[ChapterRun, list[tuple[str, str]]]:
+              timeout: float | None = None, hardening: bool = False,
+              seed: int | None = None) -> tuple[ChapterRun, mutants.Diagnosis]:
     """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis."""
     root = course_root()
     if not quiet:
         print(f"Chapter {chapter.number} — {chapter.title}")
-        print(f"judging: {judged_code(chapter, implementation)}\n", flush=True)
+        print(f"judging: {judged_code(chapter, implementation)}")
+        print(f"tracks:  the chapter's{f', and {contracts.BEYOND}: never part of the verdict' if hardening else ''}"
+              + ("" if hardening else f" ({contracts.BEYOND} runs with --hardening)")
+              + (f"; the generated plans of seed {seed}" if seed is not None else "") + "\n", flush=True)
+    report = Report(chapter, implementation, chain, root)
     reported_imports = False
     run_state = ChapterRun(chapter, [])  # filled in as the records arrive
 
@@ -182,14 +162,11 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
                 reported_imports = True
                 print_import_errors(run_state)
             return
-        print(f"  {STATUS_LABEL.get(verdict.status, verdict.status.upper()):<7} {verdict.scenario}"
-              + (f"  ({verdict.plans[0]}/{verdict.plans[1]} plans)" if verdict.plans and verdict.passed else ""),
-              flush=True)
-        if not verdict.passed:
-            print_failure(verdict, implementation, chain, chapter, root)
+        report.show(verdict)
 
     run = judge_chapter(chapter, str(Path(implementation).resolve()) if implementation else None, root=root,
-                        chain=chain, on_verdict=show, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT)
+                        chain=chain, on_verdict=show, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT,
+                        hardening=hardening, seed=seed)
     if not quiet and run.import_errors and not reported_imports:
         print_import_errors(run)
     if not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
@@ -198,31 +175,24 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
         print("\n".join("  " + printable(line) for line in run.output_tail.rstrip().splitlines()[-15:]))
     found = diagnosis(chapter, run, implementation, chain)
     if not quiet:
+        report.summarize(run)
         summarize(chapter, run, implementation, found)
     return run, found
 
 
-def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, found: list[tuple[str, str]]) -> None:
+def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None,
+              found: mutants.Diagnosis | list[tuple[str, str]]) -> None:
+    found = found if isinstance(found, mutants.Diagnosis) else mutants.Diagnosis(list(found))
     failing = [v for v in run.verdicts if not v.passed]
     if run.flags:
         print("\nflagged: " + "; ".join(printable(flag, PROBLEM_LENGTH) for flag in run.flags))
     if run.judge_errors:
         print("\n" + printable("; ".join(run.judge_errors)))
     if failing and not run.import_errors:
-        if len(found) == 1:
-            print("\nthese failures are exactly those of a known mistake (another mistake can fail the same way: "
-                  "check that yours is this one):")
-        elif found:
-            print("\nthese failures are exactly those of the known mistakes below, together or (where they fail "
-                  "alike) any one of them: a match of evidence, which another mistake can also leave; check which, "
-                  "if any, is yours:")
-        if found:
-            for variant, hint in found:
-                print(f"  {variant}: {hint}")
-        else:
-            print("\nno known mistake matches these failures exactly; what broke is shown under each scenario.")
-    passed = sum(v.passed for v in run.verdicts)
-    counts = f"\n{passed} of {len(run.verdicts)} scenarios pass"
+        print_diagnosis(found)
+    chapter_track = run.chapter_verdicts
+    passed = sum(v.passed for v in chapter_track)
+    counts = f"\n{passed} of {len(chapter_track)} scenarios pass"
     if not yours(chapter, implementation):
         print(f"{counts} on the reference — none of it is your code; write yours with `course start {chapter.number}`, "
               f"then `course check {chapter.number}`")
@@ -230,13 +200,29 @@ def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None, fou
         print(f"{counts} — chapter {chapter.number} fails: {unusable(run)}")
     else:
         print(f"{counts} — chapter {chapter.number} {'passes' if run.passed else 'fails'}")
+    hardening = run.hardening_verdicts
+    if hardening:
+        print(f"{contracts.BEYOND}: {sum(v.passed for v in hardening)} of {len(hardening)} pass "
+              "(not part of the chapter's verdict)")
+
+
+def print_diagnosis(found: mutants.Diagnosis) -> None:
+    if not found.found:
+        print("\nno known mistake matches these failures exactly; what broke is shown under each scenario.")
+        return
+    print("\n" + found.heading())
+    for variant, hint in found.found:
+        print(f"  {variant}: {hint}")
+    if found.note:
+        print(found.note)
 
 
 def check(args: argparse.Namespace) -> int:
     """Run one chapter's scenarios against the student's modules and report each."""
     chapter = find_chapter(args.chapter)
     implementation = default_implementation(args.impl)
-    run, found = run_check(chapter, implementation, args.chain, timeout=getattr(args, "timeout", None))
+    run, found = run_check(chapter, implementation, args.chain, timeout=getattr(args, "timeout", None),
+                           hardening=getattr(args, "hardening", False), seed=getattr(args, "seed", None))
     if args.json:
         report = results_json(chapter, run, implementation, args.chain, course_root(), found)
         Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -257,7 +243,8 @@ def status(args: argparse.Namespace) -> int:
     print(f"implementation: {shown(implementation) if implementation else 'the reference (no student code)'}\n",
           flush=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(lambda c: run_check(c, implementation, args.chain, quiet=True)[0], CHAPTERS))
+        runs = list(pool.map(lambda c: run_check(c, implementation, args.chain, quiet=True,
+                                                 hardening=getattr(args, "hardening", False))[0], CHAPTERS))
     rows = []
     for chapter, run in zip(CHAPTERS, runs):
         code = "yours" if yours(chapter, implementation) else "reference"
@@ -268,7 +255,8 @@ def status(args: argparse.Namespace) -> int:
             done = sum(v.passed for v in in_section)
             marks = "".join("●" if v.passed else "○" for v in in_section)
             more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
-            rows.append((chapter.number, code, section, f"{done}/{len(in_section)}", marks,
+            shown_section = contracts.BEYOND if section == HARDENING else section
+            rows.append((chapter.number, code, shown_section, f"{done}/{len(in_section)}", marks,
                          ", ".join(failing[:3]) + more))
         if run.import_errors:
             rows.append((chapter.number, code, "(import)", "0/0", "", printable(import_message(run), PROBLEM_LENGTH)))
@@ -276,15 +264,26 @@ def status(args: argparse.Namespace) -> int:
     widths = [max(_width(r[i]) for r in [headers, *rows]) for i in range(5)]
     for row in [headers, *rows]:
         print("  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
-    total = sum(sum(v.passed for v in run.verdicts) for run in runs)
-    count = sum(len(run.verdicts) for run in runs)
+    total = sum(sum(v.passed for v in run.chapter_verdicts) for run in runs)
+    count = sum(len(run.chapter_verdicts) for run in runs)
     print(f"\n{total} of {count} scenarios pass")
+    if any(run.hardening_verdicts for run in runs):
+        print(f"{contracts.BEYOND}: {sum(sum(v.passed for v in run.hardening_verdicts) for run in runs)} of "
+              f"{sum(len(run.hardening_verdicts) for run in runs)} pass (not part of any chapter's verdict)")
+    elif not getattr(args, "hardening", False):
+        print(f"({contracts.BEYOND} not judged: course status --hardening)")
     unfinished = [c for c, run in zip(CHAPTERS, runs) if not run.passed]
     if implementation is None:
         print(f"none of it is your code: start with `course start {CHAPTERS[0].number}`")
     elif unfinished:
         print(f"next: course check {unfinished[0].number}" + (f" --impl={args.impl}" if args.impl else ""))
     return 0 if not unfinished else 1
+
+
+def hardening_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hardening", action="store_true",
+                        help=f"also judge the hardening track ({contracts.BEYOND}: what the project adds beyond the "
+                             "chapter text; never part of whether the chapter passes)")
 
 
 def register(commands) -> None:
@@ -294,8 +293,12 @@ def register(commands) -> None:
     check_parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     check_parser.add_argument("--timeout", type=float, default=None, metavar="S",
                               help="seconds one scenario may take before it is stopped (default 10)")
+    hardening_option(check_parser)
+    check_parser.add_argument("--seed", type=int, default=None, metavar="N",
+                              help="judge the generated plans drawn from seed N instead of the published ones")
     check_parser.set_defaults(handler=check)
 
     status_parser = commands.add_parser("status", help="progress table: chapters × scenarios")
     implementation_options(status_parser)
+    hardening_option(status_parser)
     status_parser.set_defaults(handler=status)

@@ -203,11 +203,33 @@ def describe(module: str, plan: dict) -> str:
         return repr(plan)[:2000]
 
 
+def plan_cites(module: str, plan: dict) -> tuple[str, ...]:
+    """What a plan enforces: names of its chapter's citations or hardening promises (`course.judge.contracts`);
+    none where the chapter's scenarios module does not say. Never raises."""
+    try:
+        return tuple(getattr(judge_scenarios.for_chapter(module), "cites_of", lambda plan: ())(plan))
+    except Exception:  # a plan of an older shape: it enforces what its section says
+        return ()
+
+
+def enforced(module: str, plan: dict) -> list[str]:
+    """What a plan enforces, as a student reads it."""
+    from course.judge import contracts
+
+    names = plan_cites(module, plan)
+    if names:
+        return contracts.for_chapter(module).lines(names)
+    hardening = getattr(judge_scenarios.for_chapter(module), "HARDENING_SECTIONS", None)
+    return ["(this plan stays inside the chapter's contract: what it checks, the chapter track checks too)"] \
+        if hardening is not None and not plan.get("kind") else []
+
+
 def verdict(module: str, plan: dict, got: str, expected: str) -> str | None:
     """None when the runs agree; else what a student reads: the plan, the first divergence, what broke."""
     if got == expected:
         return None
     lines = ["plan: " + describe(module, plan)]
+    lines += [f"enforces: {line}" for line in enforced(module, plan)]
     divergence = first_divergence(expected, got)
     lines.append(divergence.describe() if divergence else "the run differs from the reference's run")
     broken = broken_lines(got)

@@ -32,7 +32,8 @@ from course.judge.sandbox import MARK, Sandbox, SubmissionRefused, bubblewrap, k
 from course.judge.session import ChapterRun, judge_chapter, said
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
-from course.manifest import Chapter, find_chapter
+from course.judge.contracts import BEYOND
+from course.manifest import HARDENING, Chapter, find_chapter
 from course.runtime.messages import utf8_text
 
 
@@ -65,26 +66,35 @@ class Grade:
     scenarios: dict[str, str] = field(default_factory=dict)
     """Scenario name -> passed, failed, error, timeout or not run."""
     sections: dict[str, list[float]] = field(default_factory=dict)
-    """Section -> [points earned, points possible]."""
+    """Section -> [points earned, points possible] (the hardening track, when graded, as `加固`)."""
+    hardening: str = ""
+    """The hardening track's scenarios passed, `3/10` (beyond the chapter: never the status), when graded."""
 
 
-def section_points(chapter: Chapter, run: ChapterRun) -> dict[str, list[float]]:
+def section_points(chapter: Chapter, run: ChapterRun, hardening: float = 0.0) -> dict[str, list[float]]:
+    """Points per section; the hardening track's (加固) worth `hardening`, when it was graded."""
     found: dict[str, list[float]] = {}
     sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
     for section in sections:
         in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
-        weight = float(chapter.weights.get(section, 1))
+        weight = float(hardening if section == HARDENING else chapter.weights.get(section, 1))
         earned = weight * sum(v.passed for v in in_section) / len(in_section)
         found[section] = [round(earned, 2), weight]
     return found
 
 
-def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student: str | None = None) -> Grade:
+def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student: str | None = None,
+             hardening: float = 0.0) -> Grade:
+    """One submission's row: its status, scenarios passed and points are the chapter track's; the hardening
+    track, when graded, adds its own points (`hardening`) and count, and never changes the status."""
     scenarios = {v.scenario: v.status for v in run.verdicts}
-    passed = sum(v.passed for v in run.verdicts)
-    sections = section_points(chapter, run)
-    grade = Grade(name, "fail", passed, len(scenarios), round(sum(p for p, _ in sections.values()), 2),
-                  sum(w for _, w in sections.values()), "", scenarios, sections)
+    chapter_track = run.chapter_verdicts
+    passed = sum(v.passed for v in chapter_track)
+    sections = section_points(chapter, run, hardening)
+    beyond = run.hardening_verdicts
+    grade = Grade(name, "fail", passed, len(chapter_track), round(sum(p for p, _ in sections.values()), 2),
+                  sum(w for _, w in sections.values()), "", scenarios, sections,
+                  f"{sum(v.passed for v in beyond)}/{len(beyond)}" if beyond else "")
     if run.flags:
         grade.status, grade.problem = "flagged", "; ".join(dict.fromkeys(run.flags))
         grade.points = 0.0
@@ -101,7 +111,7 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
         grade.problem = "; ".join(
             ([f"{len(hung)} scenario(s) ran past their limit, first {hung[0].scenario}"] if hung else [])
             + ([f"the whole run was stopped at {wall:g} s"] if run.stopped else []))
-    elif passed == 0 and all(v.status in ("error", "not run") for v in run.verdicts):
+    elif passed == 0 and all(v.status in ("error", "not run") for v in chapter_track):
         grade.status = "broken"
         problems = [v.problem for v in run.verdicts if v.problem]
         grade.problem = problems[0] if problems else "no scenario ran"
@@ -115,7 +125,7 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
 
 def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeout: float, isolate: bool,
               plans: dict, wanted: dict, results: Path | None, shown: dict[str, str],
-              ungradable: frozenset[str] = frozenset()) -> Grade:
+              ungradable: frozenset[str] = frozenset(), hardening: float = 0.0) -> Grade:
     """One submission's row. Whatever goes wrong in the judge on it is its row (status `error`), never
     the end of the grade: the other submissions' rows and the table are still written."""
     module = folder / f"{chapter.module}.py"
@@ -136,9 +146,10 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
             return Grade(folder.name, "error", problem=f"the judge could not prepare its sandbox: {said(error)}")
         try:
             run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
-                                prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted)
+                                prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted,
+                                hardening=hardening > 0)
             run.verdicts = [v for v in run.verdicts if v.scenario not in ungradable]
-            grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation)
+            grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation, hardening=hardening)
             grade.scenarios.update(dict.fromkeys(sorted(ungradable), "not graded"))
             report = None
             if results is not None:
@@ -242,7 +253,11 @@ def grade(args: argparse.Namespace) -> int:
     # (without a sandbox, as this user) could have rewritten. (Half a second for chapter 07's.)
     differential.disk_cache = False
     seeds = [None] if args.seed is None else [None, args.seed]
-    expected = [e for e in expected_scenarios(chapter, root) if e.generated]
+    hardening = chapter.hardening_weight if args.hardening is None else args.hardening
+    if hardening < 0:
+        print(f"course grade: --hardening {hardening:g}: the hardening track's weight is 0 (left out) or more")
+        return 2
+    expected = [e for e in expected_scenarios(chapter, root) if e.generated and (hardening > 0 or e.track != HARDENING)]
     plans = {e.generated: [p for s in seeds for p in differential.draw_plans(chapter.module, e.generated, seed=s)]
              for e in expected}
     wanted = {key: differential.expected_renders(chapter.module, key, section_plans)
@@ -251,12 +266,12 @@ def grade(args: argparse.Namespace) -> int:
     if results is not None:
         results.mkdir(parents=True, exist_ok=True)
     ungradable = reference_gaps(chapter, root=root, wall=args.timeout, timeout=args.scenario_timeout,
-                                isolate=isolate, plans=plans, wanted=wanted)
+                                isolate=isolate, plans=plans, wanted=wanted, hardening=hardening)
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
                                isolate=isolate, plans=plans, wanted=wanted, results=results, shown=shown,
-                               ungradable=ungradable)
+                               ungradable=ungradable, hardening=hardening)
                    for folder in folders]
         try:
             for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",
@@ -320,9 +335,13 @@ def finish(chapter: Chapter, grades: list[Grade], args: argparse.Namespace, show
     # rewrites the table on a terminal; the files written above hold them as they are.
     names = shown or shown_names([g.submission for g in grades])
     width = max(24, *(len(name) + 1 for name in names.values()))
+    beyond = any(g.hardening for g in grades)
+    if beyond:
+        print(f"(the {BEYOND} column: beyond the chapter, weighted into the points, never the status)")
     for g in grades:
         points = f"{g.points:g}/{g.max_points:g}" if g.max_points else ""
-        print(f"{names[g.submission]:<{width}} {g.status:<8} {g.passed:>3}/{g.total:<3} {points:>9}  "
+        extra = f" {HARDENING} {g.hardening:<7}" if beyond else ""
+        print(f"{names[g.submission]:<{width}} {g.status:<8} {g.passed:>3}/{g.total:<3}{extra} {points:>9}  "
               f"{printable(g.problem, PROBLEM_LENGTH)}")
     if outputs:
         print(f"\nwrote {', '.join(outputs)}")
@@ -339,10 +358,11 @@ def write_table(chapter: Chapter, grades: list[Grade], names: list[str], out: st
     with path.open("w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow([csv_cell(cell) for cell in ["submission", "status", "passed", "total", "points", "max_points",
-                                                     "problem", *(f"points: {s}" for s in sections), *names]])
+                                                     "problem", f"{BEYOND} passed",
+                                                     *(f"points: {s}" for s in sections), *names]])
         for g in grades:
             writer.writerow([csv_cell(cell) for cell in [
-                g.submission, g.status, g.passed, g.total, g.points, g.max_points, g.problem,
+                g.submission, g.status, g.passed, g.total, g.points, g.max_points, g.problem, g.hardening,
                 *(g.sections.get(s, ["", ""])[0] for s in sections), *(g.scenarios.get(name, "") for name in names)]])
 
 
@@ -376,6 +396,10 @@ def register(commands) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission in all (default 60)")
     parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds per scenario (default 10)")
     parser.add_argument("--seed", type=int, default=None, help="add generated plans drawn from this secret seed")
+    parser.add_argument("--hardening", type=float, default=None, metavar="WEIGHT",
+                        help=f"also grade the hardening track ({BEYOND}: beyond the chapter), worth WEIGHT points "
+                             "besides the sections' (default: the manifest's hardening_weight, 0: left out); "
+                             "it never decides the status")
     parser.add_argument("--shard", metavar="K/N", help="grade only the K-th of N slices of the submissions")
     parser.add_argument("--jobs", type=int, default=None, help="submissions at a time (default: the cores)")
     parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap even where installed")

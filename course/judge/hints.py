@@ -1,7 +1,9 @@
 """`course hint NN [SCENARIO]`: help for a failing scenario, one step at a time (like rustlings' hint).
 
   step 1  what the scenario's section promises, and what this scenario checks;
-  step 2  where the chapter text says so: the section's title and the lines it rests on;
+  step 2  where the chapter text says so: the sentences the scenario cites (heading, line, quote), then the
+          section's title and the lines it rests on; a hardening scenario (加固) says it is beyond the
+          chapter and names the project's promise instead;
   step 3  the specific broken promise: each line the invariant checker reported, with what that
           kind of promise asks and the lines of the chapter about it; without a broken promise,
           the first divergence from the snapshot (or the exception your code raised).
@@ -11,9 +13,9 @@ in a section, or a new wrong implementation, gets the same help. The invariant c
 lines (course/judge/invariants.py) are sorted into kinds by their wording (`KINDS`); a line no
 kind matches still shows, word for word, with no guess about what it means.
 
-Line numbers are those of the chapter 07 text the course is written from (`CHAPTER_TEXT`); the
-text itself is not part of this repository. Chapters 06 and 08 have no chapter text here: their
-step 2 points at their section and the README's description.
+Line numbers are those of the chapter 07 text the course is written from (the manifest's `text`,
+`CHAPTER_TEXT` its title); the quotes come from `course.judge.contracts`, stored, so they print where the
+text is not at hand. Chapters without a table point at their section and the README's description.
 
 The API the other commands use: `hint_steps(chapter, section, broken_promises, divergence,
 purpose=..., problem=...)` (the steps as text), `broken_promises_in(renders)` (the report lines
@@ -32,10 +34,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.judge import check
+from course.judge import check, contracts, report
 from course.judge.timeline import where
 from course.judge.terminal import paint, printable
-from course.manifest import find_chapter
+from course.manifest import HARDENING, find_chapter
 from course.judge.session import Verdict as Scenario
 from course.judge.testrun import course_root, default_implementation, shown
 
@@ -101,6 +103,15 @@ class Section:
     """For a chapter whose text is not here: where the promise is described instead."""
 
 
+BEYOND_THE_CHAPTER = Section(
+    promise="This scenario is in the hardening track (加固): beyond the chapter. It holds your code to what the "
+            "project adds to the chapter's text (a model that raises, an executor's malformed answers, an observer "
+            "that raises, the caller's cancellation, ...), never to whether the chapter passes.",
+    elsewhere="the promise named below (the chapter text does not make it; the reference checkpoint and "
+              "course/runtime/ show one way to keep it)",
+)
+"""Every chapter's 加固 section."""
+
 SECTIONS: dict[str, dict[str, Section]] = {
     "06": {
         "工具执行": Section(
@@ -157,8 +168,7 @@ SECTIONS: dict[str, dict[str, Section]] = {
                     "before the start ends (aborted, 0); an abort during a batch waits for it, keeps its results "
                     "and ends aborted with the current steps; a stream aborted with calls pairs them with "
                     "skipped results; every tool gets the run's signal. max_steps (default 32) bounds the model "
-                    "requests; reaching it after a batch ends maxSteps; a max_steps that is not a positive "
-                    "integer is refused before any request.",
+                    "requests; reaching it after a batch ends maxSteps.",
             passages=(_p07(ABORT, 263, 296),),
             look_for="what steps counts at the loop's head (lines 265-276) and the two abort checks (lines 278-282)",
         ),
@@ -421,20 +431,27 @@ def hint_steps(
     purpose: str | None = None,
     problem: str | None = None,
     where: str | None = None,
+    enforces: list[str] = (),
 ) -> list[str]:
     """The three hints for a failing scenario of `chapter` in `section`, each a block of text:
-    what the section promises, where the chapter says so, and what exactly broke."""
-    about = SECTIONS.get(chapter, {}).get(section or "")
+    what the section promises, where the chapter says so (first the sentences the scenario enforces,
+    `enforces`), and what exactly broke."""
+    about = BEYOND_THE_CHAPTER if section == HARDENING else SECTIONS.get(chapter, {}).get(section or "")
     # Step 1: the promise.
-    if about is not None:
+    if section == HARDENING:
+        step1 = about.promise
+    elif about is not None:
         step1 = f"Section {section} promises: {about.promise}"
     else:
         step1 = f"This scenario belongs to section {section or '(none)'} of chapter {chapter}."
     if purpose:
         step1 += f"\nThis scenario: {purpose}"
     # Step 2: where.
-    if about is not None and about.passages:
-        step2 = "Read " + cite(about.passages) + "."
+    quoted = "".join(f"\n  {line}" for line in enforces)
+    if section == HARDENING:
+        step2 = f"Beyond the chapter: the project's promise, not the chapter text's:{quoted}\nRead {about.elsewhere}."
+    elif about is not None and about.passages:
+        step2 = (f"This scenario enforces:{quoted}\n" if enforces else "") + "Read " + cite(about.passages) + "."
     elif about is not None and about.elsewhere:
         step2 = f"The chapter {chapter} text is not in this repository; read {about.elsewhere}."
     else:
@@ -528,7 +545,8 @@ def broken_promises_of(scenario: Scenario) -> list[str]:
 def hint(args: argparse.Namespace) -> int:
     chapter = find_chapter(args.chapter)
     implementation = default_implementation(args.impl)
-    run, _ = check.run_check(chapter, implementation, args.chain, quiet=True, timeout=args.timeout)
+    run, _ = check.run_check(chapter, implementation, args.chain, quiet=True, timeout=args.timeout,
+                             hardening=args.hardening)
     judged = shown(implementation) if implementation else "the reference checkpoints"
     failing = [s for s in run.verdicts if not s.passed]
     if args.scenario:
@@ -556,7 +574,8 @@ def hint(args: argparse.Namespace) -> int:
         return 1
 
     steps = hint_steps(chapter.number, scenario.section, broken_promises_of(scenario), scenario.divergence,
-                       purpose=scenario.purpose, problem=scenario.problem, where=scenario.where)
+                       purpose=scenario.purpose, problem=scenario.problem, where=scenario.where,
+                       enforces=report.enforces(chapter, scenario))
     path = state_file()
     state = _load_state(path)
     key = f"{chapter.number} {judged} {scenario.file}::{scenario.scenario}"
@@ -565,7 +584,8 @@ def hint(args: argparse.Namespace) -> int:
     state[key] = max(upto, seen)
     _save_state(path, state)
 
-    print(f"Chapter {chapter.number} — {chapter.title}: hints for {scenario.scenario}")
+    beyond = f"  [{contracts.BEYOND}]" if scenario.track == HARDENING else ""
+    print(f"Chapter {chapter.number} — {chapter.title}: hints for {scenario.scenario}{beyond}")
     print(f"implementation: {judged}\n")
     titles = ["What the section promises", "Where the chapter says so", "What broke"]
     for n in range(upto):
@@ -590,4 +610,5 @@ def register(commands) -> None:
     check.implementation_options(parser)
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="seconds one scenario may take before it is stopped (default 10)")
+    check.hardening_option(parser)
     parser.set_defaults(handler=hint)

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.manifest import Chapter
+from course.manifest import HARDENING, Chapter
 from course.recorder import scenarios as recorder_scenarios
 
 GENERATED_TEST = "test_generated"
@@ -30,6 +30,14 @@ class Expected:
     """A fixed scenario's stored snapshots, in the order the test asserts them."""
     generated: str | None = None
     """A generated scenario's section id."""
+    cites: tuple[str, ...] = ()
+    """What a fixed scenario enforces: names of the chapter's citations (`@pytest.mark.cites`) or hardening
+    promises (`@pytest.mark.hardening`), `course.judge.contracts`. (A generated scenario's depend on its plan.)"""
+
+    @property
+    def track(self) -> str:
+        """The chapter track, or the hardening track (the section 加固)."""
+        return HARDENING if self.section == HARDENING else "chapter"
 
 
 _INDEXED = re.compile(r"^(?P<base>.*(?:\]|[A-Za-z_0-9]))\.(?P<n>\d+)$")
@@ -51,9 +59,51 @@ def _snapshot_name(file: Path) -> tuple[str, int]:
 _parsing = threading.Lock()  # CPython 3.11's parser is not safe to run in two threads at once (grading does)
 
 
-def _docs(test_file: Path) -> dict[str, tuple[str | None, str | None]]:
-    """`Class::test` (or `test`) -> (section, first docstring line), from the module's source."""
-    found: dict[str, tuple[str | None, str | None]] = {}
+@dataclass(frozen=True)
+class _Doc:
+    """What a test's source says of it: its section, its docstring's first line, what it cites."""
+
+    section: str | None = None
+    purpose: str | None = None
+    cites: tuple[str, ...] = ()
+    """`cites` and `hardening` marks' names, for every case."""
+    per_case: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """A `cites` mark's keywords: a parameter id and that case's own names (before those of every case)."""
+
+    def cites_for(self, scenario: str) -> tuple[str, ...]:
+        """The case's own names first (a `cites` keyword named as its parameter id), then those of every case."""
+        case = scenario[scenario.index("[") + 1:-1] if scenario.endswith("]") and "[" in scenario else None
+        own = dict(self.per_case).get(case, ()) if case is not None else ()
+        return tuple(dict.fromkeys((*own, *self.cites)))
+
+
+def _strings(node: ast.expr) -> tuple[str, ...]:
+    """A mark argument's names: a string, or a tuple or list of strings (anything else names nothing)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return (node.value,)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(n for item in node.elts for n in _strings(item))
+    return ()
+
+
+def _marks(node, name: str) -> list[ast.Call]:
+    """The `@pytest.mark.<name>(...)` decorators of a class or function."""
+    return [d for d in getattr(node, "decorator_list", []) if isinstance(d, ast.Call)
+            and isinstance(d.func, ast.Attribute) and d.func.attr == name]
+
+
+def _cited(node) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    names: list[str] = []
+    per_case: list[tuple[str, tuple[str, ...]]] = []
+    for mark in _marks(node, "cites") + _marks(node, "hardening"):
+        names += [n for arg in mark.args for n in _strings(arg)]
+        per_case += [(k.arg, _strings(k.value)) for k in mark.keywords if k.arg]
+    return tuple(dict.fromkeys(names)), tuple(per_case)
+
+
+def _docs(test_file: Path) -> dict[str, _Doc]:
+    """`Class::test` (or `test`) -> what its source says of it (section, docstring, citations)."""
+    found: dict[str, _Doc] = {}
     try:
         with _parsing:
             tree = ast.parse(test_file.read_text(encoding="utf-8"))
@@ -61,12 +111,14 @@ def _docs(test_file: Path) -> dict[str, tuple[str | None, str | None]]:
         return found
 
     def section_of(node) -> str | None:
-        for decorator in getattr(node, "decorator_list", []):
-            if (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
-                    and decorator.func.attr == "section" and decorator.args
-                    and isinstance(decorator.args[0], ast.Constant)):
-                return decorator.args[0].value
+        for mark in _marks(node, "section"):
+            if mark.args and isinstance(mark.args[0], ast.Constant):
+                return mark.args[0].value
         return None
+
+    def about(node, section: str | None, inherited=((), ())) -> _Doc:
+        cites, per_case = _cited(node)
+        return _Doc(section_of(node) or section, doc(node), cites or inherited[0], per_case or inherited[1])
 
     def doc(node) -> str | None:
         text = ast.get_docstring(node)
@@ -74,12 +126,12 @@ def _docs(test_file: Path) -> dict[str, tuple[str | None, str | None]]:
 
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
-            section = section_of(node)
+            section, inherited = section_of(node), _cited(node)
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"):
-                    found[f"{node.name}::{item.name}"] = (section_of(item) or section, doc(item))
+                    found[f"{node.name}::{item.name}"] = about(item, section, inherited)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            found[node.name] = (section_of(node), doc(node))
+            found[node.name] = about(node, None)
     return found
 
 
@@ -102,14 +154,14 @@ def expected_scenarios(chapter: Chapter, root: Path) -> list[Expected]:
     order = list(docs)
     found = []
     for name in sorted(fixed, key=lambda n: (order.index(n.split("[")[0]) if n.split("[")[0] in order else len(order), n)):
-        section, purpose = docs.get(name.split("[")[0], (None, None))
+        about = docs.get(name.split("[")[0], _Doc())
         files = [fixed[name][i] for i in sorted(fixed[name])]
-        found.append(Expected(name, section, _purpose(purpose, name), files))
+        found.append(Expected(name, about.section, _purpose(about.purpose, name), files, cites=about.cites_for(name)))
     try:
         sections = recorder_scenarios.for_chapter(chapter.module).SECTIONS
     except ImportError:
         sections = {}
-    purpose = docs.get(GENERATED_TEST, (None, None))[1] or \
+    purpose = docs.get(GENERATED_TEST, _Doc()).purpose or \
         "generated plans of this section: every run must be the reference's run of the same plan."
     for key, name in sections.items():
         found.append(Expected(f"{GENERATED_TEST}[{key}]", name, purpose, generated=key))

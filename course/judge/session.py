@@ -31,7 +31,7 @@ from course.judge.index import Expected, expected_scenarios
 from course.judge.render import render_record
 from course.judge.testrun import child_environment, shown
 from course.judge.timeline import first_divergence
-from course.manifest import Chapter
+from course.manifest import HARDENING, Chapter
 
 SCENARIO_TIMEOUT = 10.0
 """Seconds one scenario may take (a generated section: all its plans) before it is a timeout."""
@@ -78,10 +78,18 @@ class Verdict:
     """A generated scenario's (plans that matched, plans drawn)."""
     renders: list[str] = field(default_factory=list, repr=False)
     """What the scenario recorded, rendered: its snapshots, or its plans' runs."""
+    cites: tuple[str, ...] = ()
+    """What the scenario enforces (names of the chapter's citations or hardening promises): a fixed scenario's
+    own, a generated one's failing plan's."""
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
+
+    @property
+    def track(self) -> str:
+        """The chapter track, or the hardening track (加固: beyond the chapter, never the chapter's verdict)."""
+        return HARDENING if self.section == HARDENING else "chapter"
 
     @property
     def hint(self) -> str | None:
@@ -111,8 +119,20 @@ class ChapterRun:
     """Scenarios whose records were too large to judge, each with what was too large (FLAGS at the most)."""
 
     @property
+    def chapter_verdicts(self) -> list[Verdict]:
+        """The chapter track's verdicts: what decides whether the chapter passes."""
+        return [v for v in self.verdicts if v.track != HARDENING]
+
+    @property
+    def hardening_verdicts(self) -> list[Verdict]:
+        """The hardening track's (加固, beyond the chapter), when they were asked for."""
+        return [v for v in self.verdicts if v.track == HARDENING]
+
+    @property
     def passed(self) -> bool:
-        return bool(self.verdicts) and all(v.passed for v in self.verdicts) and not (
+        """Whether the chapter passes: the chapter track alone decides (the hardening track never does)."""
+        chapter = self.chapter_verdicts
+        return bool(chapter) and all(v.passed for v in chapter) and not (
             self.import_errors or self.collection_errors or self.flags or self.judge_errors)
 
     def flag(self, what: str) -> None:
@@ -127,7 +147,7 @@ class ChapterRun:
 
 def judge_snapshots(expected: Expected, records: list, end: dict | None) -> Verdict:
     """A fixed scenario: each snapshot it asserted, rendered, against the stored one."""
-    verdict = Verdict(expected.scenario, "", "passed", expected.section, expected.purpose)
+    verdict = Verdict(expected.scenario, "", "passed", expected.section, expected.purpose, cites=expected.cites)
     if end and end.get("outcome") == "failed" and end.get("problem"):
         verdict.problem, verdict.where = end.get("problem"), end.get("where")
     if not records:
@@ -163,6 +183,7 @@ def judge_plans(module: str, expected: Expected, plans: list[dict], wanted: list
     verdict = Verdict(expected.scenario, "", "passed", expected.section, expected.purpose)
     matched = 0
     for index, plan in enumerate(plans):
+        verdict.cites = differential.plan_cites(module, plan)  # (what the last plan judged, the failing one, enforces)
         if index not in records:
             verdict.status = "error"
             verdict.plan = differential.describe(module, plan)
@@ -342,8 +363,11 @@ def judge_chapter(
     plans: dict[str, list[dict]] | None = None,
     wanted: dict[str, list[str]] | None = None,
     extra: list[str] = (),
+    hardening: bool = False,
 ) -> ChapterRun:
     """Record the chapter's scenarios on `implementation` in a child process and judge them here.
+
+    The chapter track's scenarios only, unless `hardening` asks for the hardening track's (加固) too.
 
     `prepare(command, scratch)` turns the recorder's command into a Child (a sandbox's); by default
     the child runs in `root` as it is. `wall` bounds the whole run in seconds. `progress`, if given,
@@ -352,7 +376,11 @@ def judge_chapter(
     as they are: a grade draws and runs them once for every submission."""
     started_at = time.monotonic()
     expected = expected_scenarios(chapter, root)
+    left_out = [] if hardening else [e.scenario for e in expected if e.track == HARDENING]
+    expected = [e for e in expected if e.scenario not in left_out]
     by_name = {e.scenario: e for e in expected}
+    if hardening:
+        extra = ["--hardening", *extra]  # (a student's run skips the hardening track unless asked)
     if plans is None:
         plans = {e.generated: differential.draw_plans(chapter.module, e.generated, seed=seed)
                  for e in expected if e.generated}
@@ -390,7 +418,8 @@ def judge_chapter(
     def refuse(name: str, problem: str, too_large: bool = False) -> None:
         """The scenario is an error: its records cannot be judged (`problem` says why)."""
         exp = by_name[name]
-        verdicts[name] = Verdict(name, chapter.test_file, "error", exp.section, exp.purpose, problem=problem)
+        verdicts[name] = Verdict(name, chapter.test_file, "error", exp.section, exp.purpose, problem=problem,
+                                 cites=exp.cites)
         received.forget(name)
         if too_large and len(run.refused) < FLAGS:
             run.refused.append(f"{name}: {problem}")
@@ -423,7 +452,7 @@ def judge_chapter(
         plans_file = scratch / "plans.json"
         # ASCII: a plan may hold text that is not UTF-8 (chapter 08's invalid bytes), escaped in JSON.
         plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans}), encoding="ascii")
-        skip: list[str] = []
+        skip: list[str] = list(left_out)
         current: str | None = None
         for attempt in range(RESTARTS + 1):
             # A name the child cannot know before this attempt starts: nothing it planted can be there.
@@ -500,9 +529,9 @@ def judge_chapter(
             if run.stopped:
                 break
             run.restarts += 1
-            skip = [name for name in by_name if name in verdicts]
+            skip = left_out + [name for name in by_name if name in verdicts]
             current = None
-            if len(skip) == len(by_name):
+            if len(skip) == len(left_out) + len(by_name):
                 break
     if run.importing and not run.import_errors:
         run.import_errors.append({"module": run.importing, "file": _module_file(implementation, run.importing),
@@ -517,7 +546,7 @@ def judge_chapter(
             else:
                 status, problem = "error", "no record: the test process ended before this scenario ran to its end"
             verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, status, exp.section, exp.purpose,
-                                             problem=problem)
+                                             problem=problem, cites=exp.cites)
     # In the order the test module runs them (the order their records began), then any never started.
     order = {name: n for n, name in enumerate(received.order)}
     run.verdicts = sorted((verdicts[e.scenario] for e in expected), key=lambda v: order.get(v.scenario, len(order)))
@@ -714,10 +743,11 @@ def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chap
     problem = f"still running when the whole run was stopped at {wall:g} s" if wall is not None else \
         f"did not finish within {timeout:g} s: stopped, and the other scenarios ran on"
     verdict = Verdict(expected.scenario, chapter.test_file, "timeout", expected.section, expected.purpose,
-                      problem=problem)
+                      problem=problem, cites=expected.cites)
     if expected.generated and started and max(started) < len(plans):
         index = max(started)
         verdict.plan = f"plan {index + 1} of {len(plans)}: " + differential.describe(chapter.module, plans[index])
+        verdict.cites = differential.plan_cites(chapter.module, plans[index])
     return verdict
 
 

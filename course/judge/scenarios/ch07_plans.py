@@ -302,6 +302,11 @@ CHAPTER_ABORTS = ["tool_start", "tool_progress", "tool_end"]
 def _chapter_step(draw: Draw, number: int, world: dict, reason: str, calls: tuple[int, int],
                   extra: tuple[str, ...] = ()) -> dict:
     choices = INJECTED if world["executor"] == "injected" else ON_THE_REGISTRY
+    if calls[1] > 1 and reason == "toolUse":
+        # A call the chapter 06 executor refuses ends as its task starts, and the order a batch's tasks start
+        # in is the loop's own (the chapter fixes only the order of tool_start and of the results): in a
+        # batch of several, every call waits for its turn to finish.
+        choices = [does for does in choices if does not in REFUSED]
     step = step_plans(draw, number, world, reason=reason, calls=calls, extra=extra, choices=choices,
                       progress=CHAPTER_PROGRESS)
     step["text"] = draw.sampled_from(TEXTS)
@@ -363,18 +368,35 @@ def _abort(draw: Draw, world: dict, plan: dict) -> str:
 
 
 def _aborted_batches(draw: Draw, world: dict, plan: dict) -> list[dict]:
-    """One to three rounds; while one of their batches runs, the run is aborted: by a tool of the batch (a
-    sibling may run on, or watch the signal), or by the observer at a tool's event or once the batch's
-    answer is complete."""
-    steps = _rounds(draw, world, draw.integers(1, 3), (1, 3), extra=("watch", "hold"))
+    """One to three rounds; while one of their batches runs, the run is aborted: by the batch's first call to
+    finish (a sibling may run on a while, or watch the signal and stop), or by the observer at a tool's event
+    or once the batch's answer is complete."""
+    steps = _rounds(draw, world, draw.integers(1, 3), (1, 3))
     plan["maxSteps"] = draw.sampled_from([None, None, len(steps), len(steps) + 1])
     busiest = max(steps, key=lambda step: len(step["finishOrder"]))
     if draw.booleans() and busiest["finishOrder"]:
-        abort_first(busiest, holding_sibling=draw.booleans())
+        _abort_by_a_tool(draw, busiest)
     else:
         n = draw.integers(1, len(steps))
         plan["abortAt"] = draw.sampled_from([[kind, n] for kind in CHAPTER_ABORTS] + [["assistant_message", n]])
     return steps
+
+
+def _abort_by_a_tool(draw: Draw, step: dict) -> None:
+    """The step's first call to finish aborts the run. Its last may instead run on for a while (`hold`), or
+    watch the signal and stop (`watch`, when nothing else of the batch is left to finish then: a watching
+    call and a sibling that end on the same turn of the event loop end in the order their tasks began, which
+    is the loop's own)."""
+    order = step["finishOrder"]
+    sibling = draw.sampled_from([None, "hold", "watch"]) if len(order) >= 2 else None
+    if sibling == "watch" and len(order) > 2:
+        sibling = "hold"
+    if sibling is not None:
+        last = order.pop()
+        next(c for c in step["calls"] if c["id"] == last)["does"] = sibling
+        for call in step["calls"]:  # (the calls that wait for their turn wait for no running sibling to start)
+            call["before"] = 0
+    next(c for c in step["calls"] if c["id"] == order[0])["does"] = "abort"
 
 
 BUILDERS = {"pure_stop": _pure_stop, "round_trip": _round_trip, "terminals": _terminals,
@@ -384,6 +406,8 @@ BUILDERS = {"pure_stop": _pure_stop, "round_trip": _round_trip, "terminals": _te
 def chapter_plans(draw: Draw, section: str) -> dict:
     """A chapter-track plan of `section`: inside the chapter's contract, of one of the section's kinds."""
     world = _world(draw)
+    if section not in ("pure_stop", "round_trip"):
+        world["registry"] = True  # (without it, the chapter 06 executor refuses every call: see _chapter_step)
     plan = {**world, "observer": "present" if draw.integers(0, 4) > 0 else "absent", "raiseAt": None,
             "abortAt": None, "mutateAt": None, "mutateAfter": draw.integers(0, 3) == 0, "abortBeforeStart": False,
             "maxSteps": None, "cancel": None, "contextExtra": draw.integers(0, 2) == 0}
