@@ -31,7 +31,9 @@ from pathlib import Path
 
 import checkpoints
 from course.judge import starter
-from course.manifest import CHAPTERS, Chapter, find_chapter
+from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
+
+CHAPTER_TRACK = "chapter"
 
 REPO = Path(checkpoints.__file__).resolve().parent.parent
 SIGNATURES = Path(__file__).with_name("mutant_signatures.json")
@@ -57,6 +59,9 @@ class Mutant:
     """What the mistake puts there; its later lines get the indentation of the line `find` starts on."""
     also: tuple[tuple[str, str], ...] = ()
     """Further (find, replace) pairs, for a mistake that no single line makes; each must occur exactly once."""
+    track: str = CHAPTER_TRACK
+    """Which track must fail it: the chapter's (a mistake against the chapter text), or the hardening track's
+    (`加固`: a mistake only against what the project adds beyond the chapter, which the chapter track must pass)."""
 
     @property
     def patches(self) -> tuple[tuple[str, str], ...]:
@@ -83,6 +88,26 @@ class Mutant:
 
 
 @dataclass(frozen=True)
+class Loop:
+    """A whole wrong module written on its own (not a patch of the reference): a loop written from the chapter
+    text with one mistake, in `course/judge/gallery/loops/`."""
+
+    name: str
+    section: str
+    hint: str
+    file: str
+    """The module's file name in `course/judge/gallery/loops/`."""
+    track: str = CHAPTER_TRACK
+
+    def source(self, reference: str) -> str:
+        return (Path(__file__).with_name("gallery") / "loops" / self.file).read_text(encoding="utf-8")
+
+    @property
+    def full_hint(self) -> str:
+        return f"{self.hint} — see {self.section}"
+
+
+@dataclass(frozen=True)
 class Starter:
     """The chapter's fresh starter module, exactly as `course start` writes it: every function body
     `raise NotImplementedError`."""
@@ -90,6 +115,7 @@ class Starter:
     chapter: Chapter
     name: str = "starter"
     full_hint: str = "every function still raises NotImplementedError: implement the chapter one section at a time"
+    track: str = CHAPTER_TRACK
 
     def source(self, reference: str) -> str:
         return starter.starter_source(self.chapter, reference)
@@ -99,10 +125,11 @@ def reference_source(chapter: Chapter) -> str:
     return (REPO / "checkpoints" / f"{chapter.module}.py").read_text(encoding="utf-8")
 
 
-def variants(chapter: Chapter) -> list[Mutant | Starter]:
-    """The starter first, then the chapter's gallery (`course/judge/gallery/<module>.py`, its MUTANTS)."""
+def variants(chapter: Chapter) -> list[Mutant | Loop | Starter]:
+    """The starter first, then the chapter's gallery (`course/judge/gallery/<module>.py`, its MUTANTS, then
+    its LOOPS: whole wrong modules)."""
     gallery = importlib.import_module(f"course.judge.gallery.{chapter.module}")
-    return [Starter(chapter), *gallery.MUTANTS]
+    return [Starter(chapter), *gallery.MUTANTS, *getattr(gallery, "LOOPS", [])]
 
 
 @dataclass
@@ -235,8 +262,9 @@ def judge(chapter: Chapter, name: str, directory: Path, selection: Selection = S
         # failures (which also spares the warning that the worker imported `course` before pytest).
         # Each variant gets its own basetemp: in the shared /tmp/pytest-of-USER, concurrent workers
         # pruning each other's old directories crash on the warning that raises (filterwarnings=error).
-        code = pytest.main([str(REPO / chapter.test_file), f"--impl={directory}", "-p", "no:cacheprovider",
-                            "-q", "--tb=no", "--no-header", "--assert=plain",
+        # --hardening: each variant is judged on both tracks (its signature says which track fails it).
+        code = pytest.main([str(REPO / chapter.test_file), f"--impl={directory}", "--hardening", "-p",
+                            "no:cacheprovider", "-q", "--tb=no", "--no-header", "--assert=plain",
                             f"--basetemp={directory.with_name(directory.name + '.tmp')}",
                             *selection.pytest_args(chapter)], plugins=[failures])
     # The next variant is loaded fresh: forget this one's modules and its directory.
@@ -385,21 +413,52 @@ def identifying(signature: dict[str, str]) -> bool:
                for key in signature.values())
 
 
-def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, str]]:
-    """(variant name, hint) for the known mistakes the evidence identifies.
+@dataclass
+class Diagnosis:
+    """The known mistakes a student's evidence matches, and how: exactly one's (`one`), several's that fail
+    alike (`alike`: at most one of them can be the student's; `note` names the scenario that tells them apart,
+    if any), or several at once (`together`)."""
 
-    `evidence` is {failing scenario: `evidence_key`}. A variant matches when its signature is exactly
-    that: the same failing scenarios, each with the same first divergence (or kind of exception).
-    Failing that, several known mistakes at once are recognised when the evidence is exactly the
-    union of the largest signatures it contains. Otherwise nothing is said: a guess is worse than none.
+    found: list[tuple[str, str]] = field(default_factory=list)
+    """(variant name, hint)."""
+    how: str = "one"
+    note: str | None = None
+
+    def heading(self) -> str:
+        if self.how == "alike":
+            return (f"these failures fit {len(self.found)} known mistakes equally: a match of evidence, which another "
+                    "mistake can also leave, and at most one of these is yours; check which, if any:")
+        if self.how == "together":
+            return (f"these failures are exactly those of {len(self.found)} known mistakes together (a match of "
+                    "evidence, which another mistake can also leave; check which, if any, are yours):")
+        return ("these failures are exactly those of a known mistake (another mistake can fail the same way: "
+                "check that yours is this one):")
+
+
+def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, str]]:
+    """(variant name, hint) for the known mistakes the evidence identifies (`diagnosis_of`, every track)."""
+    return diagnosis_of(chapter_number, evidence).found
+
+
+def diagnosis_of(chapter_number: str, evidence: dict[str, str], judged: set[str] | None = None) -> Diagnosis:
+    """The known mistakes the evidence identifies.
+
+    `evidence` is {failing scenario: `evidence_key`}; `judged` the scenarios that were run (None: all), to
+    which every stored signature is narrowed first (a check without the hardening track never names a
+    mistake by what only that track shows). A variant matches when its signature is exactly the evidence:
+    the same failing scenarios, each with the same first divergence (or kind of exception). Failing that,
+    several known mistakes at once are recognised when the evidence is exactly the union of the largest
+    signatures it contains. Otherwise nothing is said: a guess is worse than none.
     """
     chapter = find_chapter(chapter_number)
     evidence = {name.split(".py::", 1)[-1]: key for name, key in evidence.items()}  # full node ids work too
-    signatures = {name: tests for name, tests in load_signatures().get(chapter.number, {}).items()
-                  if isinstance(tests, dict) and identifying(tests)}
+    stored = {name: tests for name, tests in load_signatures().get(chapter.number, {}).items() if isinstance(tests, dict)}
+    narrowed = {name: {t: k for t, k in tests.items() if judged is None or t in judged} for name, tests in stored.items()}
+    signatures = {name: tests for name, tests in narrowed.items() if identifying(tests)}
     if not evidence:
-        return []
+        return Diagnosis()
     matched = [name for name, tests in signatures.items() if tests == evidence]
+    how = "one" if len(matched) == 1 else "alike"
     if not matched:
         inside = [name for name, tests in signatures.items() if tests.items() <= evidence.items()]
         matched = [n for n in inside if not any(signatures[n].items() < signatures[m].items() for m in inside)]
@@ -407,15 +466,65 @@ def diagnose(chapter_number: str, evidence: dict[str, str]) -> list[tuple[str, s
         for name in matched:
             union.update(signatures[name])
         if union != evidence:
-            return []
-    return [(v.name, v.full_hint) for v in variants(chapter) if v.name in matched]
+            return Diagnosis()
+        how = "together"
+    found = [(v.name, v.full_hint) for v in variants(chapter) if v.name in matched]
+    note = tells_apart(chapter, [name for name, _ in found], stored) if how == "alike" else None
+    return Diagnosis(found, how, note)
+
+
+def tells_apart(chapter: Chapter, names: list[str], stored: dict[str, dict[str, str]]) -> str:
+    """Which scenario's outcome differs between variants whose judged evidence is the same, in words."""
+    scenarios = sorted({scenario for name in names for scenario in stored.get(name, {})})
+    differing = [s for s in scenarios if len({stored.get(name, {}).get(s) for name in names}) > 1]
+    if not differing:
+        return "no scenario of the course tells them apart: read your code against each hint"
+    tracks = tracks_of(chapter)
+    hardening = [s for s in differing if tracks.get(s) == HARDENING]
+    if hardening and len(hardening) == len(differing):
+        return (f"{hardening[0]} tells them apart, in the hardening track ({HARDENING}, beyond the chapter): "
+                f"course check {chapter.number} --hardening")
+    return f"{differing[0]} tells them apart: course hint {chapter.number} '{differing[0]}'"
+
+
+def tracks_of(chapter: Chapter) -> dict[str, str]:
+    """Each scenario of the chapter and its track (a failing test the index does not know is the chapter's)."""
+    from course.judge.index import expected_scenarios
+
+    return {e.scenario: e.track for e in expected_scenarios(chapter, REPO)}
+
+
+def track_problems(outcomes: list[Outcome]) -> list[str]:
+    """Variants that the track they belong to does not fail: a mistake against the chapter that only the
+    hardening track catches, or one only against the hardening promises that the chapter track fails (which
+    would hold students to something beyond the chapter)."""
+    problems = []
+    for outcome in outcomes:
+        if outcome.error is not None or not outcome.failed:
+            continue
+        chapter = find_chapter(outcome.chapter)
+        tracks = tracks_of(chapter)
+        variant = next(v for v in variants(chapter) if v.name == outcome.variant)
+        beyond = [test for test in outcome.failed if tracks.get(test) == HARDENING]
+        within = [test for test in outcome.failed if tracks.get(test) != HARDENING]
+        if variant.track != HARDENING and not within:
+            problems.append(f"chapter {outcome.chapter}: {outcome.variant} is a mistake against the chapter, but only "
+                            f"the hardening track fails it ({', '.join(beyond[:2])}): the chapter track must")
+        if variant.track == HARDENING and not beyond:
+            problems.append(f"chapter {outcome.chapter}: {outcome.variant} breaks a hardening promise, but the "
+                            f"hardening track does not fail it")
+        if variant.track == HARDENING and within:
+            problems.append(f"chapter {outcome.chapter}: {outcome.variant} breaks only hardening promises, yet the "
+                            f"chapter track fails it ({', '.join(within[:2])}): that holds students to something "
+                            "beyond the chapter")
+    return problems
 
 
 def gallery_problems(outcomes: list[Outcome]) -> list[str]:
     """What is wrong with a whole gallery's run besides survivors: the stored signatures that are not
     what the variants fail now (diagnosis would then name mistakes from stale evidence), and variants
     that diagnosis does not name from their own evidence (or names from evidence that cannot identify)."""
-    problems = []
+    problems = track_problems(outcomes)
     stored = load_signatures()
     for number, found in signatures_of(outcomes).items():
         kept = stored.get(number, {})
@@ -446,6 +555,7 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
     width = max(len("variant"), *(len(o.variant) for o in outcomes))
     lines.append(f"{'variant':<{width}}  killed by")
     first_with: dict[tuple[str, ...], str] = {}
+    beyond = {v.name for v in variants(chapter) if v.track == HARDENING}
     for outcome in outcomes:
         same = first_with.setdefault(tuple(sorted(outcome.evidence.items())), outcome.variant)
         if outcome.error is not None:
@@ -458,7 +568,12 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
             verdict = f"{len(outcome.failed)}: {shown}{more}"
             if same != outcome.variant:  # diagnosis cannot tell these two apart
                 verdict += f"  (same evidence as {same})"
+        if outcome.variant in beyond:
+            verdict += f"  [{HARDENING}]"
         lines.append(f"{outcome.variant:<{width}}  {verdict}")
+    if beyond & {o.variant for o in outcomes}:
+        lines += ["", f"[{HARDENING}]: a mistake only against what the project adds beyond the chapter: the hardening "
+                      "track must fail it, and the chapter track must not."]
     if any(o.error is None and not o.failed for o in outcomes):
         lines += ["", "A variant that survives is a gap in the tests: add the scenario or assertion that fails it."]
     if any(o.error is not None for o in outcomes):

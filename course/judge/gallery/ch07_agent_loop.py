@@ -1,6 +1,11 @@
-"""Chapter 07's known mistakes: each patches one essential line of checkpoints/ch07_agent_loop.py."""
+"""Chapter 07's known mistakes: each patches one essential line of checkpoints/ch07_agent_loop.py.
 
-from course.judge.mutants import Mutant
+A mistake only against what the project adds beyond the chapter (a raising model or observer, an injected
+executor's malformed answers, cancellation, late progress, an empty exception message) is `track=HARDENING`:
+the hardening track must fail it and the chapter track must not."""
+
+from course.judge.mutants import Loop, Mutant
+from course.manifest import HARDENING
 
 MUTANTS = [
     # 纯文本 stop / 第一次 model.stream() 追加 assistant 消息
@@ -150,7 +155,8 @@ MUTANTS = [
            'async with asyncio.TaskGroup() as group:\n'
            '            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]',
            'tasks = [asyncio.ensure_future(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]\n'
-           'await asyncio.gather(*tasks)'),
+           'await asyncio.gather(*tasks)',
+           track=HARDENING),
     Mutant("observer-required", "纯文本 stop",
            "on_event is optional: a run without an observer emits to no one, it does not fail",
            'if options.on_event is not None:',
@@ -161,17 +167,20 @@ MUTANTS = [
            '            try:\n'
            '                options.on_event(event)\n'
            '            except Exception:\n'
-           '                pass'),
+           '                pass',
+           track=HARDENING),
     Mutant("assistant-event-before-append", "纯文本 stop",
            "append the assistant message to the transcript before emitting assistant_message: an observer "
            "that raises there must find it in exc.transcript",
            'messages.append(assistant)\n            emit({"type": "assistant_message", "message": assistant})',
-           'emit({"type": "assistant_message", "message": assistant})\nmessages.append(assistant)'),
+           'emit({"type": "assistant_message", "message": assistant})\nmessages.append(assistant)',
+           track=HARDENING),
     Mutant("skipped-event-before-append", "非执行终态",
            "append each skipped result before emitting its tool_skipped: an observer that raises there must "
            "find it in exc.transcript",
            'messages.append(skipped)\n                    emit({"type": "tool_skipped", "result": skipped})',
-           'emit({"type": "tool_skipped", "result": skipped})\nmessages.append(skipped)'),
+           'emit({"type": "tool_skipped", "result": skipped})\nmessages.append(skipped)',
+           track=HARDENING),
     Mutant("model-event-wrapper-reused", "纯文本 stop",
            "emit a new event for every model event: an observer may keep the events it was handed",
            'async for event in stream:\n        emit({"type": "model_event", "event": event})',
@@ -196,20 +205,24 @@ MUTANTS = [
            "progress a tool reports after its call ended (it returned, raised or was cancelled) belongs to no "
            "running tool: do not emit it",
            'if running:  # progress reported after the call ended belongs to no tool item',
-           'if True:'),
+           'if True:',
+           track=HARDENING),
     Mutant("executor-answer-trusted", "单工具往返",
            "an injected executor's answer that is not a result for its call (another id or tool, not a dict, "
            "not JSON) becomes an error result for the right call",
            'checked(options.execute_tool_call) if options.execute_tool_call is not None else',
-           'options.execute_tool_call if options.execute_tool_call is not None else'),
+           'options.execute_tool_call if options.execute_tool_call is not None else',
+           track=HARDENING),
     Mutant("empty-exception-message", "并发工具",
            "an executor raising an exception without a message becomes an error result naming its type",
            'result = error_result(call, str(exc) or type(exc).__name__)',
-           'result = error_result(call, str(exc))'),
+           'result = error_result(call, str(exc))',
+           track=HARDENING),
     Mutant("observer-error-in-progress-becomes-result", "单工具往返",
            "an observer raising at tool_progress must reach the caller, not become the tool's error result",
            'observer_errors.append(exc)  # the observer failed, not the tool: it must reach the caller',
-           'pass'),
+           'pass',
+           track=HARDENING),
     Mutant("no-calls-ends-stop", "非执行终态",
            "an answer without calls ends with the reason its stopReason calls for (length, error, aborted), "
            "not always stop",
@@ -222,18 +235,21 @@ MUTANTS = [
     Mutant("exc-transcript-without-finished-results", "取消与上限",
            "exc.transcript keeps the results of the batch's tools that had finished when the run was cut short",
            'keep_transcript(exc, messages)',
-           'exc.transcript = messages'),
+           'exc.transcript = messages',
+           track=HARDENING),
     Mutant("cancellation-swallowed", "取消与上限",
            "cancelling the task running the loop must raise CancelledError to the caller, not end the run aborted",
            'except BaseException as exc:\n        # An observer that raised',
            'except asyncio.CancelledError:\n'
            '    return finish("aborted", len(messages))\n'
            'except BaseException as exc:\n'
-           '    # An observer that raised'),
+           '    # An observer that raised',
+           track=HARDENING),
     Mutant("single-call-cancellation-swallowed", "取消与上限",
            "a tool that ignores the cancellation must not keep the run going: the CancelledError still ends it",
            'if task.cancelling() > cancelling:',
-           'if False:'),
+           'if False:',
+           track=HARDENING),
     # Found by a red team: each passed `course check 07` until the scenario that now catches it was added.
     Mutant("exception-first-argument", "并发工具",
            "an executor's exception becomes an error result with str(exc) (or the type's name when that is "
@@ -244,7 +260,8 @@ MUTANTS = [
            "an exception whose message is empty (RuntimeError(\"\")) is named by its type too, not only one "
            "without arguments",
            'result = error_result(call, str(exc) or type(exc).__name__)',
-           'result = error_result(call, str(exc) if exc.args else type(exc).__name__)'),
+           'result = error_result(call, str(exc) if exc.args else type(exc).__name__)',
+           track=HARDENING),
     Mutant("progress-blocks-merged", "单工具往返",
            "tool_progress carries the content the tool reported as it is: every block, not one merged text",
            'emit({"type": "tool_progress", "callId": call["id"], "content": content})',
@@ -254,7 +271,8 @@ MUTANTS = [
            "an injected executor's answer must be JSON as a whole (its details too) before the transcript "
            "keeps it",
            'check_json(result)  # a transcript is JSON',
-           'check_json(result["content"])  # a transcript is JSON'),
+           'check_json(result["content"])  # a transcript is JSON',
+           track=HARDENING),
     Mutant("observer-error-awaits-siblings", "并发工具",
            "when an observer raises, cancel the tools still running: waiting for them can take for ever",
            'async with asyncio.TaskGroup() as group:\n'
@@ -263,7 +281,8 @@ MUTANTS = [
            'await asyncio.gather(*tasks, return_exceptions=True)\n'
            'for task in tasks:\n'
            '    if task.exception() is not None:\n'
-           '        raise task.exception()'),
+           '        raise task.exception()',
+           track=HARDENING),
     Mutant("running-calls-in-a-global", "并发工具",
            "whether a call still runs is the run's own state: two runs at once (or one after another) may "
            "name their calls alike",
@@ -292,5 +311,28 @@ MUTANTS = [
            "a model whose stream yields something that is not an event, or whose result is not a message, "
            "becomes an error answer (guard_stream), never a crash of the loop",
            'stream = guard_stream(lambda: options.model.stream(request, signal=options.signal))',
-           'stream = options.model.stream(request, signal=options.signal)'),
+           'stream = options.model.stream(request, signal=options.signal)',
+           track=HARDENING),
+]
+
+# Loops written from the chapter text on their own, each with one mistake (whole modules, not patches of the
+# reference: `course/judge/gallery/loops/`), in styles the reference does not use.
+LOOPS = [
+    Loop("progress-id-of-the-last-call", "单工具往返",
+         "each call's progress callback must carry that call's own id: a lambda made in a for loop reads the "
+         "loop variable when it is called, so every call reports under the batch's last id (bind it: a function "
+         "per call, or a default argument)",
+         "ch07_progress_id_of_the_last_call.py"),
+    Loop("tool-end-once-the-batch-ended", "并发工具",
+         "emit each tool_end as its tool finishes (the order the tools finish in); only the results go into the "
+         "transcript in call order, once the whole batch has ended",
+         "ch07_tool_end_once_the_batch_ended.py"),
+    Loop("abort-checked-before-the-batch", "取消与上限",
+         "the loop checks the signal at two points only, before each model request and after each batch: an "
+         "abort once a toolUse answer is complete still lets its batch run, then ends the run aborted",
+         "ch07_abort_checked_before_the_batch.py"),
+    Loop("only-length-pairs-its-calls", "非执行终态",
+         "error, aborted and a stop that carries calls pair their calls as length does: a skipped error result "
+         "and a tool_skipped event for each, then the run ends",
+         "ch07_only_length_pairs_its_calls.py"),
 ]
