@@ -20,11 +20,10 @@ from typing import Any, Literal, TypedDict
 
 from checkpoints.ch06_tool_execution import execute_tool_call as execute_core_tool_call
 from course.runtime.abort import AbortSignal
-from course.runtime.hardening import RunGuard, checked
-from course.runtime.loop_inputs import check_loop_options
 from course.runtime.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, tool_calls
-from course.runtime.stream import Model, ModelEvent, guard_stream
+from course.runtime.stream import Model, ModelEvent
 from course.runtime.tools import Registry, ToolExecutionContext, error_result
+from course.runtime.hardening import RunGuard, checked, check_loop_options, guard_stream  # 加固
 
 FinishReason = Literal["stop", "length", "error", "aborted", "maxSteps"]
 ToolExecutor = Callable[[ToolCall, ToolExecutionContext], Awaitable[ToolResultMessage]]

@@ -422,7 +422,7 @@ def test_the_starter_keeps_signatures_types_docstrings_and_tables():
     assert "NOT_EXECUTED: dict[str, tuple[str, FinishReason]] = {" in source
     assert '    """Start every call, wait for all of them together, and return the results in call order."""\n' \
            "    raise NotImplementedError('run_tool_batch: yours to write (chapter 07)')\n" in source
-    assert "TaskGroup" not in source and "copy.deepcopy" not in source  # no body of the reference survives
+    assert "asyncio.gather(" not in source and "copy.deepcopy" not in source  # no body of the reference survives
 
 
 def test_grade_stops_a_submission_at_its_wall_time(runs):

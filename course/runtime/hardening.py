@@ -1,11 +1,13 @@
 """What a chapter 07 loop may opt into beyond the chapter: the promises of the hardening track (加固).
 
-The chapter's loop trusts its collaborators: the model keeps the stream contract, an injected
-executor answers its call with a tool result, the observer returns, nobody cancels the run. The
-hardening track holds a loop to more, and these helpers give it, without changing what the loop
-does when its collaborators keep to the chapter:
+The chapter's loop trusts its collaborators: the model keeps the stream contract, an injected executor
+answers its call with a tool result, the observer returns, nobody cancels the run. The hardening track
+holds a loop to more, and these helpers (all importable from here) give it, without changing what the
+loop does when its collaborators keep to the chapter:
 
-- `guard_stream` (in `course.runtime.stream`): a model that raises or breaks the stream contract
+- `check_loop_options(options)` (from `course.runtime.loop_inputs`): options the loop cannot run with are
+  one clear TypeError or ValueError before anything happens.
+- `guard_stream` (from `course.runtime.stream`): a model that raises or breaks the stream contract
   becomes an `error` answer.
 - `checked(execute)`: an injected executor's answer that is not a result for its call becomes an
   error result for it.
@@ -21,7 +23,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from course.runtime.loop_inputs import check_loop_options  # noqa: F401  (a loop opts in from here)
 from course.runtime.messages import ToolCall, ToolResultMessage, check_json
+from course.runtime.stream import guard_stream  # noqa: F401  (a loop opts in from here)
 from course.runtime.tools import ToolExecutionContext, error_result
 
 ToolExecutor = Callable[[ToolCall, ToolExecutionContext], Awaitable[ToolResultMessage]]
