@@ -2,6 +2,7 @@
 
 import gc
 import os
+import re
 
 import pytest
 
@@ -38,6 +39,8 @@ def pytest_collection_finish(session):
 
 
 SCENARIO_TIMEOUT = 10
+CHAPTER_MODULE = re.compile(r"test_ch\d\d_")
+"""A chapter's test module (`test_ch07_agent_loop`), not another that starts alike (`test_chapter_loops`)."""
 """Seconds one chapter scenario may take in plain pytest (`course check` has its own, the same)."""
 
 
@@ -47,7 +50,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for mark in item.iter_markers("section"):
             item.extra_keyword_matches.add(mark.args[0])
-        if (item.module.__name__.startswith("test_ch") and item.get_closest_marker("timeout") is None
+        if (CHAPTER_MODULE.match(item.module.__name__) and item.get_closest_marker("timeout") is None
                 and config.getoption("timeout", None) is None):
             # A wrong student loop may spin for ever: its scenario fails, named, and the others still run.
             item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt))

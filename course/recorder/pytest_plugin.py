@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import random
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,7 +96,7 @@ def in_hardening_track(item: pytest.Item) -> bool:
 def _chapter_module(item: pytest.Item) -> str | None:
     """The chapter module a chapter test judges (`tests/test_ch07_agent_loop.py` judges ch07_agent_loop)."""
     name = getattr(item, "path", Path("")).stem
-    return name.removeprefix("test_") if name.startswith("test_ch") else None
+    return name.removeprefix("test_") if re.match(r"test_ch\d\d_", name) else None
 
 
 @pytest.hookimpl(trylast=True)
