@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from course.judge import cli, mutants, starter
-from course.manifest import CHAPTERS, find_chapter
+from course.judge.index import expected_scenarios
+from course.manifest import CHAPTERS, HARDENING, find_chapter
 from course.judge.session import ChapterRun
 from processes import running_with
 
@@ -30,6 +31,9 @@ REFERENCE_LOOP = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding
 # Seconds per submission. The honest ones must never reach it however loaded the machine is; the one
 # that hangs in every batch always does (each of its scenarios takes the scenario limit).
 GRADE_TIMEOUT, WALL_TIMEOUT, SPIN_TIMEOUT = 240, 20, 8
+CHAPTER_LOOPS = ("gather", "taskgroup", "as_completed")
+"""tests/chapter_loops/: chapter 07 loops written from the chapter text alone."""
+HIDDEN_SEED = 7
 
 
 def variant(find: str, replace: str, *also: tuple[str, str]) -> str:
@@ -37,8 +41,12 @@ def variant(find: str, replace: str, *also: tuple[str, str]) -> str:
     return mutants.Mutant("harness-test", "", "", find, replace, also).source(REFERENCE_LOOP)
 
 
-# Executes the tools of a `length` answer as if it were `toolUse`: the gallery's own mistake, and what it fails.
-LENGTH_SIGNATURE = mutants.load_signatures()["07"]["length-executes-tools"]
+# The hardening track's scenarios (加固): judged only when asked for (--hardening).
+BEYOND = {e.scenario for e in expected_scenarios(LOOP, ROOT) if e.track == HARDENING}
+# Executes the tools of a `length` answer as if it were `toolUse`: the gallery's own mistake, and what it fails
+# on the chapter track.
+LENGTH_SIGNATURE = {name: key for name, key in mutants.load_signatures()["07"]["length-executes-tools"].items()
+                    if name not in BEYOND}
 TOOLS_ON_LENGTH = next(m for m in mutants.variants(LOOP) if m.name == "length-executes-tools").source(REFERENCE_LOOP)
 # Never finishes a tool batch: every scenario with a tool call hangs until its time limit stops it.
 HANGING_TOOLS = variant('emit({"type": "tool_start", "call": call})', "await asyncio.Event().wait()")
@@ -116,9 +124,14 @@ class Launched:
                                                preexec_fn=lower_priority if yielding else None)
 
     @property
-    def scenarios(self) -> list[str]:
+    def every_scenario(self) -> list[str]:
         _, out, _ = self.result("collect")  # (syrupy calls a collect-only run's snapshots unused: exit 1)
         return [line.split("::", 1)[1] for line in out.splitlines() if "::" in line]
+
+    @property
+    def scenarios(self) -> list[str]:
+        """The chapter track's: what `course check` and `course grade` judge unless asked for the hardening track."""
+        return [name for name in self.every_scenario if name not in BEYOND]
 
     def stop(self) -> None:
         for child in self.children.values():
@@ -163,6 +176,10 @@ def launch(tmp_path_factory) -> Launched:
     write_module(ws / "slow_submissions" / "flo", HANGING_TOOLS)
     (ws / "submissions" / "eve").mkdir()  # handed in nothing
     (ws / "nothing").mkdir()  # a directory without student/: the reference is judged, and says so
+    for style in CHAPTER_LOOPS:  # loops written from the chapter text alone
+        write_module(ws / f"{style}_loop", (ROOT / "tests" / "chapter_loops" / f"{style}_loop.py").read_text("utf-8"))
+    write_module(ws / "graded_with_hardening" / "ana", REFERENCE_LOOP)
+    write_module(ws / "graded_with_hardening" / "gil", (ws / "gather_loop" / f"{LOOP.module}.py").read_text("utf-8"))
     for chapter in CHAPTERS:
         assert cli.main(["start", chapter.number, "--dir", str(ws / "starter")]) == 0
 
@@ -201,6 +218,13 @@ def launch(tmp_path_factory) -> Launched:
     launched.start("nothing", "check", "07", cwd=ws / "nothing")
     launched.start("spins_at_import", "check", "07", "--impl", "spins_at_import", "--timeout", "1", yielding=False)
     launched.start("starter", "status", "--impl", "starter")
+    launched.start("starter_check", "check", "07", "--impl", "starter")
+    launched.start("wrong_hardening", "check", "07", "--impl", "wrong", "--hardening", "--json", "wrong_hardening.json")
+    for style in CHAPTER_LOOPS:
+        launched.start(f"{style}_loop", "check", "07", "--impl", f"{style}_loop")
+        launched.start(f"{style}_loop_seed", "check", "07", "--impl", f"{style}_loop", "--seed", str(HIDDEN_SEED))
+    launched.start("grade_hardening", "grade", "07", "graded_with_hardening", "--hardening", "2", "--timeout",
+                   str(GRADE_TIMEOUT), "--out", "hardening.csv", yielding=False)
     launched.start("update", "snapshots", "update", "07", cwd=course_copy)
     launched.start("verify_reference", "snapshots", "verify", "07", "--runs", "2")
     launched.start("verify_order", "snapshots", "verify", "07", "--runs", "2", "--impl", "order")
@@ -229,13 +253,19 @@ def test_check_prints_the_first_divergence_hint_and_rerun_command(runs):
     assert code == 1
     assert out.splitlines()[1] == f"judging: yours, {Path('wrong', LOOP.module + '.py')}"
     block = failure_block(out, "TestNonExecutingTerminals::test_terminal_row[length]")
-    assert block[:3] == [
+    # What the scenario enforces, quoted from the chapter text (stored with the citation), beside its divergence.
+    assert block[:6] == [
+        "        enforces: 「length：工具不启动，调用仍然闭合」 line 202: loop 先保存这条 assistant，再进入非执行分支。",
+        "                  「length：工具不启动，调用仍然闭合」 line 210: 实际事件顺序是 assistant_message → tool_skipped → "
+        "turn_end，整个过程没有 tool_start 或 tool_end。",
+        "                  「length：工具不启动，调用仍然闭合」 line 225: 只要其中已经出现工具调用，loop 就会在结束或再次 "
+        "请求模型前，为每个调用写入具有相同 toolCallId 的工具结果。",
         "        first divergence in timeline, line 7:",
         "          expected: tool_skipped(call-1)",
         "          got:      tool_start(call-1)",
     ]
     # Every promise the run broke, in words, numbered as the snapshot's observations number them.
-    assert block[3] == "        broken promises of the chapter:"
+    assert block[6] == "        broken promises of the chapter:"
     assert "          broken 3: event 7 tool_start for call-1, but the latest assistant message (stopReason length) " \
            "does not run its calls" in block
     assert block[-3:] == [
@@ -245,6 +275,10 @@ def test_check_prints_the_first_divergence_hint_and_rerun_command(runs):
         f"test_terminal_row[length]' -vv --impl=wrong",
     ]
     assert "PASS    TestNonExecutingTerminals::test_terminal_row[error]" in out
+    # The section's later failures are counted under it, not shown again one by one.
+    assert "FAIL    TestNonExecutingTerminals::test_length_with_two_calls_starts_neither" not in out
+    assert "\n非执行终态: " in out and "failing: test_terminal_row[length] (shown), " in out
+    assert out.splitlines()[2] == "tracks:  the chapter's (加固 (beyond the chapter) runs with --hardening)"
     # The evidence is exactly the known `length` mistake's: its hint is shown, with the section to reread.
     assert "these failures are exactly those of a known mistake (another mistake can fail the same way: " \
            "check that yours is this one):\n  length-executes-tools: your loop runs tools after a " \
@@ -274,6 +308,10 @@ def test_check_json_has_one_result_per_scenario(runs):
     assert length["firstDivergence"] == {"section": "timeline", "index": 7,
                                          "expected": "tool_skipped(call-1)", "got": "tool_start(call-1)"}
     assert length["hint"].startswith("非执行终态: ") and "-vv" in length["rerun"]
+    assert (length["track"], length["beyondTheChapter"], length["cites"]) == (
+        "chapter", False, ["length-not-run", "length-events", "pairing"])
+    assert length["enforces"][0] == "「length：工具不启动，调用仍然闭合」 line 202: loop 先保存这条 assistant，再进入非执行分支。"
+    assert report["hardening"] is None  # not judged: not asked for
     assert sorted(n for n, s in by_name.items() if s["status"] != "passed") == sorted(LENGTH_SIGNATURE)
     assert by_name["TestPureStop::test_pure_stop"]["rerun"] is None
     assert [d["variant"] for d in report["diagnosis"]] == ["length-executes-tools"]
@@ -302,6 +340,7 @@ def test_a_module_that_does_not_import_is_reported_once_with_its_line(runs):
     assert out.splitlines() == [
         "Chapter 07 — The agent loop",
         f"judging: yours, {Path('syntax', LOOP.module + '.py')}",
+        "tracks:  the chapter's (加固 (beyond the chapter) runs with --hardening)",
         "",
         "your module does not import, so no scenario could be judged:",
         f"  {Path('syntax', LOOP.module + '.py')}, line 4: SyntaxError: '(' was never closed",
@@ -317,6 +356,7 @@ def test_a_module_without_the_chapters_names_is_reported_once(runs):
     assert out.splitlines() == [
         "Chapter 07 — The agent loop",
         f"judging: yours, {Path('no_names', LOOP.module + '.py')}",
+        "tracks:  the chapter's (加固 (beyond the chapter) runs with --hardening)",
         "",
         "your module lacks what the chapter's tests use, so no scenario could be judged:",
         f"  {Path('no_names', LOOP.module + '.py')}: it has no AgentLoopOptions: the chapter's tests use "
@@ -465,7 +505,8 @@ def test_snapshots_update_refuses_a_student_implementation(capsys, tmp_path):
 
 def test_verify_passes_the_reference_under_other_start_orders(runs):
     code, out, _ = runs.result("verify_reference")
-    assert (code, out) == (0, f"deterministic: {len(runs.scenarios)} scenarios rendered identically in 2 runs "
+    # (the reference on both tracks)
+    assert (code, out) == (0, f"deterministic: {len(runs.every_scenario)} scenarios rendered identically in 2 runs "
                               "under different task start orders\n")
 
 
@@ -522,3 +563,65 @@ def test_no_exit_code_alone_makes_a_pass(tmp_path):
     assert not run.passed and run.verdicts and not any(v.passed for v in run.verdicts)
     assert run.import_errors[0]["problem"].startswith("the test process ended while importing it")
     assert not ChapterRun(LOOP, []).passed  # and judging nothing passes nothing
+
+
+@pytest.mark.parametrize("style", CHAPTER_LOOPS)
+@pytest.mark.parametrize("seed", [False, True], ids=["published plans", "hidden seed"])
+def test_a_loop_written_from_the_chapter_alone_passes_the_check(runs, style, seed):
+    code, out, _ = runs.result(f"{style}_loop" + ("_seed" if seed else ""))
+    total = len(runs.scenarios)
+    assert (code, out.rstrip().splitlines()[-1]) == (0, f"{total} of {total} scenarios pass — chapter 07 passes"), out
+    assert "FAIL" not in out and "加固" not in out.split("\n", 3)[3]  # the hardening track was not judged
+    if seed:
+        assert out.splitlines()[2].endswith(f"; the generated plans of seed {HIDDEN_SEED}")
+
+
+def test_an_untouched_starter_gets_one_screen_what_to_do_first_and_each_sections_first_failure(runs):
+    code, out, _ = runs.result("starter_check")
+    assert code == 1
+    lines = out.rstrip().splitlines()
+    assert len(lines) <= 45, out
+    first = next(n for n, line in enumerate(lines) if line.startswith("first: "))
+    assert lines[first].startswith("first: run_agent_loop still raises NotImplementedError, the starter's body")
+    failures = [line for line in lines if re.match(r"  (FAIL|ERROR) ", line)]
+    sections = ["纯文本 stop", "单工具往返", "非执行终态", "并发工具", "取消与上限"]
+    assert len(failures) == len(sections) and first < lines.index(failures[0])
+    # The first in full; the same problem in the other sections said once, each with what it enforces.
+    assert out.count("        problem:  NotImplementedError: run_agent_loop") == 1
+    assert out.count("the same problem as TestPureStop::test_pure_stop (shown above)") == len(sections) - 1
+    assert out.count("        enforces: 「") == len(sections)
+    assert re.search(r"\nthe same problem in \d+ scenarios: NotImplementedError: run_agent_loop", out)
+    assert [line.split(":")[0] for line in lines if line.split(":")[0] in sections] == sections
+    assert lines[-1] == f"0 of {len(runs.scenarios)} scenarios pass — chapter 07 fails"
+
+
+def test_the_hardening_track_is_labelled_beyond_the_chapter_and_never_decides_the_verdict(runs):
+    code, out, _ = runs.result("wrong_hardening")
+    assert code == 1
+    assert out.splitlines()[2] == "tracks:  the chapter's, and 加固 (beyond the chapter): never part of the verdict"
+    chapter_total = len(runs.scenarios)
+    assert f"{chapter_total - len(LENGTH_SIGNATURE)} of {chapter_total} scenarios pass — chapter 07 fails" in out
+    assert re.search(r"\n加固 \(beyond the chapter\): \d+ of %d pass \(not part of the chapter's verdict\)" % len(BEYOND),
+                     out)
+    report = json.loads((runs.workspace / "wrong_hardening.json").read_text(encoding="utf-8"))
+    beyond = [t for t in report["tests"] if t["track"] == HARDENING]
+    assert {t["name"] for t in beyond} == BEYOND and all(t["beyondTheChapter"] for t in beyond)
+    assert report["hardening"]["total"] == len(BEYOND) and report["summary"]["total"] == chapter_total
+    promise = next(t for t in beyond if t["name"] == "TestHardening::test_max_steps_must_be_a_positive_integer[0]")
+    assert promise["enforces"] == ["加固 (beyond the chapter), promise max-steps-checked: a max_steps that is not a "
+                                   "positive integer (0, -1, 1.5) is a ValueError before any model request"]
+
+
+def test_grade_weighs_the_hardening_track_and_never_lets_it_decide_the_status(runs):
+    code, out, err = runs.result("grade_hardening")
+    assert code == 0, out + err
+    with (runs.workspace / "hardening.csv").open(encoding="utf-8") as table:
+        rows = {row["submission"]: row for row in csv.DictReader(table)}
+    beyond = f"{len(BEYOND)}/{len(BEYOND)}"
+    assert (rows["ana"]["status"], rows["ana"]["加固 (beyond the chapter) passed"], rows["ana"]["points"],
+            rows["ana"]["max_points"]) == ("pass", beyond, "12.0", "12.0")
+    # A loop written from the chapter alone passes the chapter, and earns less of the hardening track's 2 points.
+    gil = rows["gil"]
+    assert (gil["status"], gil["passed"], gil["total"]) == ("pass", str(len(runs.scenarios)), str(len(runs.scenarios)))
+    assert gil["加固 (beyond the chapter) passed"] != beyond and 10 <= float(gil["points"]) < 12
+    assert "(the 加固 (beyond the chapter) column: beyond the chapter, weighted into the points, never the status)" in out

@@ -18,7 +18,7 @@ from course.judge import check, cli, hints, invariants, mutants
 from course.judge.render import observations
 from course.judge.session import ChapterRun, Verdict
 from course.judge.timeline import render_run
-from course.manifest import CHAPTERS, find_chapter
+from course.manifest import CHAPTERS, HARDENING, find_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -188,8 +188,22 @@ def test_every_section_of_every_chapter_has_a_hint():
     """Each section a chapter's tests mark (and each generated-scenario section) has steps 1 and 2."""
     for chapter in CHAPTERS:
         source = (ROOT / chapter.test_file).read_text(encoding="utf-8")
-        marked = set(re.findall(r'@pytest\.mark\.section\("([^"]+)"\)', source))
+        marked = set(re.findall(r'@pytest\.mark\.section\("([^"]+)"\)', source)) - {HARDENING}
         assert marked and marked <= set(hints.SECTIONS[chapter.number]), chapter.number
+
+
+def test_a_hardening_scenario_says_it_is_beyond_the_chapter_and_names_its_promise():
+    promise = "加固 (beyond the chapter), promise max-steps-checked: a max_steps that is not a positive integer"
+    steps = hints.hint_steps("07", HARDENING, [], None, purpose="max_steps=0 is refused", enforces=[promise])
+    assert steps[0].startswith("This scenario is in the hardening track (加固): beyond the chapter.")
+    assert steps[1].startswith("Beyond the chapter: the project's promise, not the chapter text's:\n  " + promise)
+    assert "Section 加固 promises" not in "\n".join(steps)
+
+
+def test_a_chapter_scenario_quotes_the_sentences_it_enforces_where_the_chapter_says_so():
+    quote = "「没有工具的 stop 直接结束」 line 110: 局部消息从 [user] 变成 [user, assistant]，模型调用次数和 steps 都是 1。"
+    steps = hints.hint_steps("07", "纯文本 stop", [], None, enforces=[quote])
+    assert steps[1].startswith(f"This scenario enforces:\n  {quote}\nRead chapter 07, section 「没有工具的 stop 直接结束」")
 
 
 @pytest.mark.skipif(not CHAPTER_TEXT.is_file(), reason="the chapter 07 text is not on this machine")

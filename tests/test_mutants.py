@@ -18,7 +18,7 @@ import pytest
 from course.judge import mutants
 from course.judge import starter as course_starter
 from course.judge.cli import main
-from course.manifest import CHAPTERS, find_chapter
+from course.manifest import CHAPTERS, HARDENING, find_chapter
 
 VARIANTS = [pytest.param(c, v, id=f"{c.number}-{v.name}") for c in CHAPTERS for v in mutants.variants(c)]
 # What a loop that runs the tools of a `length` answer shows: the evidence diagnosis reads (kept in the
@@ -54,8 +54,10 @@ def test_variant_applies_to_the_current_reference(chapter, variant):
     if isinstance(variant, mutants.Mutant):
         for find, _ in variant.patches:
             assert reference.count(find) == 1, f"{variant.name}: {find!r}"
+    if isinstance(variant, (mutants.Mutant, mutants.Loop)):
         assert variant.section in section_marks(chapter), f"{variant.name}: no tests are marked {variant.section!r}"
         assert variant.full_hint.endswith(f" — see {variant.section}")
+        assert variant.track in ("chapter", HARDENING)
 
 
 def test_a_stale_patch_is_refused():
@@ -289,7 +291,9 @@ def test_mistakes_the_evidence_cannot_tell_apart_are_named_as_what_the_evidence_
     chapter = find_chapter("06")
     (tmp_path / f"{chapter.module}.py").write_text("", encoding="utf-8")
     run = ChapterRun(chapter, [Verdict(name, chapter.test_file, "failed") for name in evidence])
-    check.summarize(chapter, run, str(tmp_path), found)
+    check.summarize(chapter, run, str(tmp_path), mutants.diagnosis_of("06", evidence))
     out = capsys.readouterr().out
-    assert "the known mistakes below, together or (where they fail alike) any one of them: a match of evidence" in out
+    assert "these failures fit 2 known mistakes equally: a match of evidence, which another mistake can also " \
+           "leave, and at most one of these is yours; check which, if any:" in out
+    assert "no scenario of the course tells them apart: read your code against each hint" in out
     assert "a known mistake (another mistake can fail the same way" not in out

@@ -166,7 +166,7 @@ class Report:
                 continue
             more = f" (+{len(names) - 3} more)" if len(names) > 3 else ""
             shown_one = self.first_failure.get(section)
-            listed = ", ".join(f"{n} (shown)" if n == shown_one else n for n in names[:3])
+            listed = ", ".join(n.split("::")[-1] + (" (shown)" if n == shown_one else "") for n in names[:3])
             extra = f"  [{contracts.BEYOND}]" if section == HARDENING else ""
             print(f"{section}: {sum(v.passed for v in in_section)} of {len(in_section)} pass; failing: {listed}{more}"
                   f"{extra}")

@@ -68,8 +68,12 @@ def verify(args: argparse.Namespace) -> int:
     location = str(Path(implementation).resolve()) if implementation else None
     root = course_root()
 
+    # The reference is held to both tracks; a student's code to the chapter's, unless --hardening asks for 加固.
+    hardening = implementation is None or args.hardening
+
     def judged(seed: int) -> list:
-        return [(chapter, judge_chapter(chapter, location, root=root, extra=[f"--schedule-seed={seed}"]))
+        return [(chapter, judge_chapter(chapter, location, root=root, extra=[f"--schedule-seed={seed}"],
+                                        hardening=hardening))
                 for chapter in chapters]
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -117,4 +121,7 @@ def register(commands) -> None:
     verify_parser.add_argument("chapter", metavar="NN", nargs="?", help="one chapter (default: all)")
     verify_parser.add_argument("--runs", type=int, default=3, help="runs, each with another start order (default 3)")
     verify_parser.add_argument("--impl", metavar="DIR", help="verify a student's modules instead of the reference")
+    verify_parser.add_argument("--hardening", action="store_true",
+                               help="a student's modules on the hardening track (加固, beyond the chapter) too "
+                                    "(the reference always is)")
     verify_parser.set_defaults(handler=verify)
