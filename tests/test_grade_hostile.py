@@ -33,7 +33,8 @@ from course.judge import processes as judge_processes
 from course.judge.index import expected_scenarios
 from course.judge import sandbox
 from course.judge.sandbox import bubblewrap
-from course.manifest import find_chapter
+from course.manifest import HARDENING, find_chapter
+from course.recorder import scenarios as recorder_scenarios
 from processes import running_with
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
@@ -253,7 +254,8 @@ def plan_feature(plan: dict) -> tuple | None:
 def find_unpublished_feature() -> tuple[int, tuple]:
     """A seed whose plans have a feature no published (default) plan has."""
     module = LOOP.module
-    sections = differential.judge_scenarios.for_chapter(module).STRATEGIES
+    # The chapter track's sections: what a grade judges unless asked for the hardening track (加固).
+    sections = [s for s, name in recorder_scenarios.for_chapter(module).SECTIONS.items() if name != HARDENING]
     published = {plan_feature(p) for s in sections for p in differential.draw_plans(module, s)}
     for seed in range(1, 50):
         hidden = {plan_feature(p) for s in sections for p in differential.draw_plans(module, s, seed=seed)}
@@ -368,8 +370,9 @@ def test_sharded_grading_merges_into_the_same_table(grades):
 
 STUB = starter.starter_source(LOOP)
 FIXED = {e.scenario: [p.read_text(encoding="utf-8") for p in e.snapshots]
-         for e in expected_scenarios(LOOP, ROOT) if not e.generated}
-"""Every fixed scenario's published snapshots, by scenario: what a forger can copy."""
+         for e in expected_scenarios(LOOP, ROOT) if not e.generated and e.track != HARDENING}
+"""Every fixed scenario's published snapshots, by scenario: what a forger can copy (of the chapter track, which
+a grade judges unless asked for the hardening track)."""
 FIRST = "TestPureStop::test_pure_stop"
 GENERATED = "test_generated[pure_stop]"
 # Writes lines into the submission's own record file: its path is on the recorder's command line.

@@ -380,8 +380,10 @@ def test_a_loop_that_spins_for_ever_fails_named_scenarios_and_the_rest_still_run
     assert "PASS    TestConcurrentTools::test_tools_overlap_even_when_they_finish_in_call_order" in out  # the next one
     assert out.count("  PASS  ") == len(runs.scenarios) - 1  # every other scenario still ran, and passed
     block = failure_block(out, "TestConcurrentTools::test_fast_finishes_first_results_stay_in_call_order", "TIMEOUT")
-    assert block[0].startswith(f"        problem:  did not finish within {SPIN_TIMEOUT} s (stopped at ")
-    assert f"spins/{LOOP.module}.py:" in block[0]
+    problem = next(line for line in block if line.startswith("        problem:  "))
+    assert block[0].startswith("        enforces: 「多个工具同时运行，结果仍按工具调用顺序追加」 line 247: ")
+    assert problem.startswith(f"        problem:  did not finish within {SPIN_TIMEOUT} s (stopped at ")
+    assert f"spins/{LOOP.module}.py:" in problem
     assert running_with(str(runs.workspace / "spins")) == []  # nothing of the check is left running
 
 

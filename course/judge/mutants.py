@@ -556,6 +556,7 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
     lines.append(f"{'variant':<{width}}  killed by")
     first_with: dict[tuple[str, ...], str] = {}
     beyond = {v.name for v in variants(chapter) if v.track == HARDENING}
+    tracks = tracks_of(chapter)
     for outcome in outcomes:
         same = first_with.setdefault(tuple(sorted(outcome.evidence.items())), outcome.variant)
         if outcome.error is not None:
@@ -563,7 +564,9 @@ def render_table(chapter: Chapter, outcomes: list[Outcome]) -> str:
         elif not outcome.failed:
             verdict = f"SURVIVED ({outcome.passed} tests passed)"
         else:
-            shown = ", ".join(test.split("::")[-1] for test in outcome.failed[:2])
+            # The tests of the variant's own track first: those are the ones that must catch it.
+            own = sorted(outcome.failed, key=lambda test: (tracks.get(test) == HARDENING) != (outcome.variant in beyond))
+            shown = ", ".join(test.split("::")[-1] for test in own[:2])
             more = f" (+{len(outcome.failed) - 2} more)" if len(outcome.failed) > 2 else ""
             verdict = f"{len(outcome.failed)}: {shown}{more}"
             if same != outcome.variant:  # diagnosis cannot tell these two apart
