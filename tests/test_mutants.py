@@ -297,3 +297,61 @@ def test_mistakes_the_evidence_cannot_tell_apart_are_named_as_what_the_evidence_
            "leave, and at most one of these is yours; check which, if any:" in out
     assert "no scenario of the course tells them apart: read your code against each hint" in out
     assert "a known mistake (another mistake can fail the same way" not in out
+
+
+def test_the_gate_knows_which_track_must_fail_each_variant():
+    stored = mutants.load_signatures()["07"]
+    outcomes = {name: mutants.Outcome("07", name, list(tests), 0, evidence=dict(tests)) for name, tests in stored.items()}
+    assert mutants.track_problems(list(outcomes.values())) == []
+    tracks = mutants.tracks_of(find_chapter("07"))
+    # A mistake against the chapter that only the hardening track caught, and a hardening mistake the chapter
+    # track failed: each is a problem of the gate.
+    length = outcomes["length-executes-tools"]
+    length.failed = [test for test in length.failed if tracks.get(test) == HARDENING] or ["TestHardening::x"]
+    late = outcomes["late-progress-emitted"]
+    late.failed = [*late.failed, "TestPureStop::test_pure_stop"]
+    problems = mutants.track_problems([length, late])
+    assert problems[0].startswith("chapter 07: length-executes-tools is a mistake against the chapter, but only the "
+                                  "hardening track fails it")
+    assert problems[1].startswith("chapter 07: late-progress-emitted breaks only hardening promises, yet the chapter "
+                                  "track fails it (TestPureStop::test_pure_stop)")
+
+
+def test_every_hardening_variant_passes_the_chapter_track_and_fails_the_hardening_track():
+    chapter = find_chapter("07")
+    tracks = mutants.tracks_of(chapter)
+    stored = mutants.load_signatures()["07"]
+    beyond = [v for v in mutants.variants(chapter) if v.track == HARDENING]
+    assert len(beyond) == 15
+    for variant in beyond:
+        assert {tracks.get(test) for test in stored[variant.name]} == {HARDENING}, variant.name
+
+
+def test_a_check_of_the_chapter_track_never_names_a_mistake_by_what_only_the_hardening_track_shows():
+    chapter = find_chapter("07")
+    tracks = mutants.tracks_of(chapter)
+    judged = {name for name, track in tracks.items() if track != HARDENING}
+    stored = mutants.load_signatures()["07"]
+    for variant in (v for v in mutants.variants(chapter) if v.track == HARDENING):
+        evidence = {test: key for test, key in stored[variant.name].items() if test in judged}
+        assert variant.name not in [name for name, _ in mutants.diagnosis_of("07", evidence, judged).found]
+    # The length mistake, judged on the chapter track alone, is named as before.
+    length = {test: key for test, key in stored["length-executes-tools"].items() if test in judged}
+    found = mutants.diagnosis_of("07", length, judged)
+    assert (found.how, [name for name, _ in found.found]) == ("one", ["length-executes-tools"])
+
+
+def test_mistakes_that_fail_alike_on_the_tracks_judged_are_told_apart_by_the_scenario_that_differs(monkeypatch):
+    signatures = {"07": {
+        "one": {"TestPureStop::test_pure_stop": "timeline 1: a → b", "test_generated[hardening_abort]": "generated"},
+        "two": {"TestPureStop::test_pure_stop": "timeline 1: a → b"},
+    }}
+    monkeypatch.setattr(mutants, "load_signatures", lambda: signatures)
+    monkeypatch.setattr(mutants, "variants", lambda chapter: [
+        mutants.Mutant("one", "纯文本 stop", "hint one", "x", "y"), mutants.Mutant("two", "纯文本 stop", "hint two", "x", "y")])
+    judged = {"TestPureStop::test_pure_stop"}
+    found = mutants.diagnosis_of("07", {"TestPureStop::test_pure_stop": "timeline 1: a → b"}, judged)
+    assert (found.how, [name for name, _ in found.found]) == ("alike", ["one", "two"])
+    assert found.note == ("test_generated[hardening_abort] tells them apart, in the hardening track (加固, beyond "
+                          "the chapter): course check 07 --hardening")
+    assert found.heading().startswith("these failures fit 2 known mistakes equally")

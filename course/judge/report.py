@@ -184,6 +184,12 @@ class Report:
             if key[0] == "raised":
                 print(f"the same problem in {count} scenarios: {printable(key[1], PROBLEM_LENGTH)}")
             elif key[0] == "broken":
-                asks = [kinds[name].asks for name in key[1] if name in kinds]
-                said = asks[0] if len(key[1]) == 1 and asks else "; ".join(key[1])
-                print(f"the same broken promise{'s' if len(key[1]) > 1 else ''} in {count} scenarios: {said}")
+                shown_with = self.shown_problems.get(key)
+                if len(key[1]) == 1 and key[1][0] in kinds:
+                    said = kinds[key[1][0]].asks
+                elif shown_with is not None:
+                    said = f"those shown under {shown_with.split('::')[-1]}"
+                else:
+                    said = "; ".join(key[1])
+                plural = f"{len(key[1])} broken promises" if len(key[1]) > 1 else "broken promise"
+                print(f"the same {plural} in {count} scenarios: {said}")
