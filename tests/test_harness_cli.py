@@ -231,6 +231,9 @@ def launch(tmp_path_factory) -> Launched:
     with (ws / "plain.out").open("w") as out:
         launched._spawn("plain", ["-m", "pytest", "-k", "ch07", "-p", "no:cacheprovider"], with_student, out, out,
                         yielding=True)
+    with (ws / "plain_loop.out").open("w") as out:  # a loop written from the chapter alone, judged by plain pytest
+        launched._spawn("plain_loop", ["-m", "pytest", "-k", "ch07", "-p", "no:cacheprovider", "-rs",
+                                       f"--impl={ws / 'as_completed_loop'}"], ROOT, out, out, yielding=True)
     _launched = launched
     return launched
 
@@ -627,3 +630,10 @@ def test_grade_weighs_the_hardening_track_and_never_lets_it_decide_the_status(ru
     assert (gil["status"], gil["passed"], gil["total"]) == ("pass", str(len(runs.scenarios)), str(len(runs.scenarios)))
     assert gil["加固 (beyond the chapter) passed"] != beyond and 10 <= float(gil["points"]) < 12
     assert "(the 加固 (beyond the chapter) column: beyond the chapter, weighted into the points, never the status)" in out
+
+
+def test_plain_pytest_passes_a_loop_written_from_the_chapter_and_skips_the_hardening_track_saying_why(runs):
+    code, out, _ = runs.result("plain_loop")
+    assert code == 0, out
+    assert f"{len(BEYOND)} skipped" in out.splitlines()[-1] and "failed" not in out.splitlines()[-1]
+    assert "加固 (beyond the chapter): not part of the chapter's verdict; run it with --hardening" in out

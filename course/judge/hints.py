@@ -552,7 +552,8 @@ def hint(args: argparse.Namespace) -> int:
     if args.scenario:
         named = find_scenario(run.verdicts, args.scenario)
         if not named:
-            print(f"course hint: chapter {chapter.number} has no scenario {args.scenario!r}", file=sys.stderr)
+            beyond = "" if args.hardening else f" of the chapter track (with --hardening, {contracts.BEYOND} too)"
+            print(f"course hint: chapter {chapter.number} has no scenario {args.scenario!r}{beyond}", file=sys.stderr)
             return 2
         if len(named) > 1:
             print(f"course hint: {args.scenario!r} names {len(named)} scenarios; say which:", file=sys.stderr)

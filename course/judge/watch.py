@@ -72,4 +72,5 @@ def register(commands) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"stop a scenario that runs longer than S seconds (default {DEFAULT_TIMEOUT:g}) "
                              "and go on watching")
+    check.hardening_option(parser)
     parser.set_defaults(handler=watch, json=None)
