@@ -46,9 +46,9 @@ def test_pinned_plans_run_first_and_the_reference_keeps_its_promises_on_them():
     from course.judge import differential
     from course.judge.render import render_record
 
-    sections = [s for s in ("pure_stop", "round_trip", "terminals", "concurrent", "abort")
+    sections = [s for s in differential.judge_scenarios.for_chapter("ch07_agent_loop").STRATEGIES
                 if differential.pinned_plans("ch07_agent_loop", s)]
-    assert sections == ["terminals", "abort"]
+    assert sections == ["abort", "hardening_terminals", "hardening_abort"]  # the chapter track's, then 加固's
     for section in sections:
         pinned = differential.pinned_plans("ch07_agent_loop", section)
         assert differential.draw_plans("ch07_agent_loop", section)[: len(pinned)] == pinned
