@@ -30,7 +30,11 @@ def pytest_collection_finish(session):
 
 
 SCENARIO_TIMEOUT = 10
-"""Seconds one chapter scenario may take in plain pytest (`course check` has its own, the same)."""
+"""Seconds of its own time (CPU, and time blocked: course.recorder.limits) one chapter scenario may take in
+plain pytest (`course check` has its own, the same)."""
+WALL_BACKSTOP = 12
+"""How many times SCENARIO_TIMEOUT of wall time a chapter scenario may take, however loaded the machine:
+pytest-timeout's backstop, for a scenario that stops its own clock's watcher."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -39,10 +43,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for mark in item.iter_markers("section"):
             item.extra_keyword_matches.add(mark.args[0])
-        if (item.module.__name__.startswith("test_ch") and item.get_closest_marker("timeout") is None
-                and config.getoption("timeout", None) is None):
-            # A wrong student loop may spin for ever: its scenario fails, named, and the others still run.
-            item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt))
+        if item.module.__name__.startswith("test_ch") and item.get_closest_marker("own_time_limit") is None:
+            # A wrong student loop may spin or wait for ever: its scenario fails, named, and the others still run.
+            item.add_marker(pytest.mark.own_time_limit(SCENARIO_TIMEOUT * long_hunt))
+            if item.get_closest_marker("timeout") is None and config.getoption("timeout", None) is None:
+                item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt * WALL_BACKSTOP))
     # The `course` command tests wait on child processes (started first, see below): they go last, so
     # that the children run on the other core while every other test runs, instead of being waited for.
     items.sort(key=lambda item: item.module.__name__ in STARTS_EARLY)

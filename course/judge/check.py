@@ -239,6 +239,7 @@ def check(args: argparse.Namespace) -> int:
     run, found = run_check(chapter, implementation, args.chain, timeout=getattr(args, "timeout", None))
     if args.json:
         report = results_json(chapter, run, implementation, args.chain, course_root(), found)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # as `course grade --results` makes its folder
         Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return 0 if run.passed else 1
 
