@@ -55,10 +55,10 @@ class Group:
                 os.close(fd)
 
     def threads(self) -> list[str]:
-        """The schedstat files of every thread in the group."""
+        """The /proc directories of every thread in the group."""
         listing = self._main / ("cgroup.threads" if self.v2 else "tasks")
         with contextlib.suppress(OSError):
-            return [f"/proc/{tid}/schedstat" for tid in listing.read_text().split()]
+            return [f"/proc/{tid}" for tid in listing.read_text().split()]
         return []
 
     def processes(self) -> list[int]:

@@ -43,25 +43,36 @@ class ScenarioTimedOut(BaseException):
     """A scenario ran past its time limit."""
 
 
-def _schedstat(path: str) -> tuple[int, int] | None:
-    """(nanoseconds on a CPU, nanoseconds runnable but waiting) of one thread, or None if gone."""
+def _read_small(path: str) -> bytes | None:
     try:
         fd = _open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            ran, waited, *_ = _read(fd, 200).split()
+            return _read(fd, 1024)
         finally:
             _close(fd)
-        return int(ran), int(waited)
-    except (OSError, ValueError):
+    except OSError:
+        return None
+
+
+def _thread_state(task: str) -> tuple[int, int, bool] | None:
+    """(nanoseconds on a CPU, nanoseconds runnable but waiting, runnable now) of the thread whose /proc
+    directory is `task`, or None if it is gone. (The kernel adds a wait to the second number only when
+    the wait ends: a thread waiting now is seen by its state, R.)"""
+    schedstat, stat = _read_small(task + "/schedstat"), _read_small(task + "/stat")
+    try:
+        ran, waited, *_ = schedstat.split()
+        state = stat[stat.rindex(b")") + 2:][:1]  # (the command name may hold spaces and parentheses)
+        return int(ran), int(waited), state == b"R"
+    except (AttributeError, ValueError):
         return None
 
 
 def threads_of(pids: Iterable[int]) -> list[str]:
-    """The schedstat files of every thread of `pids`."""
+    """The /proc directories of every thread of `pids`."""
     found = []
     for pid in pids:
         try:
-            found += [f"/proc/{pid}/task/{tid}/schedstat" for tid in _listdir(f"/proc/{pid}/task")]
+            found += [f"/proc/{pid}/task/{tid}" for tid in _listdir(f"/proc/{pid}/task")]
         except OSError:
             continue
     return found
@@ -70,7 +81,7 @@ def threads_of(pids: Iterable[int]) -> list[str]:
 class OwnClock:
     """Seconds of a program's own time since the clock was made: see the module's docstring.
 
-    `threads()` lists the schedstat files of the program's threads (they may change between ticks)."""
+    `threads()` lists the /proc directories of the program's threads (they may change between ticks)."""
 
     def __init__(self, threads: Callable[[], Iterable[str]]) -> None:
         self.threads = threads
@@ -80,8 +91,8 @@ class OwnClock:
         self._at = time.monotonic()
         self._last = self._sample()
 
-    def _sample(self) -> dict[str, tuple[int, int]]:
-        return {path: stat for path in self.threads() if (stat := _schedstat(path)) is not None}
+    def _sample(self) -> dict[str, tuple[int, int, bool]]:
+        return {task: state for task in self.threads() if (state := _thread_state(task)) is not None}
 
     def tick(self) -> float:
         """Advance the clock to now; its reading in seconds."""
@@ -92,14 +103,15 @@ class OwnClock:
             self.seconds += elapsed  # nothing readable: the wall clock is all there is
             return self.seconds
         ran, busiest = 0, 0
-        for path, (on_cpu, waiting) in sample.items():
-            before_cpu, before_waiting = self._last.get(path, (0, 0))
+        for task, (on_cpu, waiting, _) in sample.items():
+            before_cpu, before_waiting, _ = self._last.get(task, (0, 0, False))
             used = max(0, on_cpu - before_cpu)
             ran += used
             busiest = max(busiest, used + max(0, waiting - before_waiting))
+        runnable = any(state[2] for state in (*sample.values(), *self._last.values()))
         self._last = sample
         # CPU time wherever it was used, and the stretch during which no thread ran or was runnable.
-        blocked = max(0.0, elapsed - busiest / 1e9)
+        blocked = 0.0 if runnable else max(0.0, elapsed - busiest / 1e9)
         self.cpu += ran / 1e9
         self.seconds += ran / 1e9 + blocked
         return self.seconds
