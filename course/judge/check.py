@@ -294,7 +294,8 @@ def register(commands) -> None:
     implementation_options(check_parser)
     check_parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     check_parser.add_argument("--timeout", type=float, default=None, metavar="S",
-                              help="seconds one scenario may take before it is stopped (default 10)")
+                              help="seconds of its own time one scenario may take before it is stopped: CPU time, and "
+                                   "time blocked, not time waiting for a busy CPU (default 10)")
     check_parser.set_defaults(handler=check)
 
     status_parser = commands.add_parser("status", help="progress table: chapters × scenarios")

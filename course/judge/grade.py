@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from course.judge import differential, processes
+from course.judge import cgroups, differential, processes
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
 from course.judge.sandbox import MARK, Sandbox, SubmissionRefused, bubblewrap, knows_size
@@ -267,6 +267,8 @@ def grade(args: argparse.Namespace) -> int:
             raise
         finally:
             processes.end_strays()
+    if cgroups.isolation_gap():
+        print(f"course grade: {cgroups.isolation_gap()}", file=sys.stderr)
     return finish(chapter, grades, args, shown)
 
 
@@ -373,8 +375,9 @@ def register(commands) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE (what `grade merge` reads)")
     parser.add_argument("--results", metavar="DIR", help="write each submission's results (per scenario) to DIR/NAME.json "
                         "(a long or unprintable NAME shortened as the table shows it)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission in all (default 60)")
-    parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds per scenario (default 10)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds of its own time per submission in all (CPU time, and time blocked; not time "
+                             "waiting for a busy CPU), default 60")
+    parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds of its own time per scenario (default 10)")
     parser.add_argument("--seed", type=int, default=None, help="add generated plans drawn from this secret seed")
     parser.add_argument("--shard", metavar="K/N", help="grade only the K-th of N slices of the submissions")
     parser.add_argument("--jobs", type=int, default=None, help="submissions at a time (default: the cores)")
