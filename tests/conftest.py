@@ -2,6 +2,8 @@
 
 import gc
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -64,6 +66,18 @@ def step_clock():
 def snapshot(request):
     """The scenario's snapshot, in the chapter's notation (a recorder when `course check` records)."""
     return scenario_snapshot(request)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def busy_neighbours():
+    """TINY_PI_BUSY=N: N processes spinning beside the whole session, so that a run shows its verdicts do not
+    depend on the machine's load (CI runs the command tests so)."""
+    count = int(os.environ.get("TINY_PI_BUSY") or 0)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    yield
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
 
 
 @pytest.fixture(scope="session", autouse=True)

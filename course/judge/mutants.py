@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import checkpoints
-from course.judge import starter
+from course.judge import processes, session, starter
+from course.recorder import limits
 from course.manifest import CHAPTERS, Chapter, find_chapter
 
 REPO = Path(checkpoints.__file__).resolve().parent.parent
@@ -271,26 +272,36 @@ class _Worker:
         self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
         self.reported = 0
-        self.deadline = time.monotonic() + timeout
+        # Its own time (CPU, and time blocked), not the wall clock's: a loaded machine hangs no variant.
+        self.clock = limits.OwnClock(lambda: limits.threads_of([self.process.pid,
+                                                               *processes.descendants(self.process.pid)]))
+        self._since_report()
+
+    def _since_report(self) -> None:
+        self.reported_own, self.reported_wall = self.clock.tick(), time.monotonic()
 
     def poll(self) -> list[Outcome]:
         lines = self.out_file.read_text(encoding="utf-8").splitlines() if self.out_file.exists() else []
         new = [Outcome(**json.loads(line)) for line in lines[self.reported:]]
         if new:
             self.reported = len(lines)
-            self.deadline = time.monotonic() + self.timeout
+            self._since_report()
             del self.queue[: len(new)]
         return new
 
     def stuck(self) -> str | None:
         """Why the variant at the head of the queue will never be reported, or None while all is well."""
+        if self.process.poll() is None and time.monotonic() - self.clock.ticked_at < 0.25:
+            return None  # (its clock reads /proc: a few times a second is enough)
         if self.process.poll() is not None:
             _, stderr = self.process.communicate()
             return f"the worker exited {self.process.returncode}: {stderr.strip()[-300:]}"
-        if time.monotonic() > self.deadline:
+        own, wall = self.clock.tick() - self.reported_own, time.monotonic() - self.reported_wall
+        if own > self.timeout or wall > session.backstop(self.timeout):
             self.process.kill()
             self.process.communicate()
-            return f"timed out after {self.timeout:g} s (the variant hangs the tests)"
+            backstop = "" if own > self.timeout else f" (by the wall-clock backstop, at {wall:.0f} s: the machine is loaded)"
+            return f"timed out after {self.timeout:g} s{backstop} (the variant hangs the tests)"
         return None
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -88,7 +89,7 @@ class OwnClock:
         self.seconds = 0.0
         self.cpu = 0.0
         """Of `seconds`, those the threads spent on a CPU."""
-        self._at = time.monotonic()
+        self.ticked_at = time.monotonic()
         self._last = self._sample()
 
     def _sample(self) -> dict[str, tuple[int, int, bool]]:
@@ -97,7 +98,7 @@ class OwnClock:
     def tick(self) -> float:
         """Advance the clock to now; its reading in seconds."""
         now = time.monotonic()
-        elapsed, self._at = now - self._at, now
+        elapsed, self.ticked_at = now - self.ticked_at, now
         sample = self._sample()
         if not sample and not self._last:
             self.seconds += elapsed  # nothing readable: the wall clock is all there is
@@ -182,11 +183,13 @@ def time_limit(seconds: float, what: str, error: type[BaseException] = PlanTimed
     if not _active:
         _previous_handler = signal.signal(_SIGNAL, _on_signal)
     _active.append(limit)
+    _tell_watcher(f"start {seconds!r}\n")
     signal.setitimer(signal.ITIMER_PROF, min(seconds, outer_left) if outer_left else seconds, 1.0)
     try:
         yield limit
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
+        _tell_watcher("end\n")
         _active.remove(limit)
         if outer_left:
             used = time.process_time() - limit.cpu_at
@@ -196,3 +199,56 @@ def time_limit(seconds: float, what: str, error: type[BaseException] = PlanTimed
             # action it would end the process.
             default = _previous_handler in (signal.SIG_DFL, None)
             signal.signal(_SIGNAL, signal.SIG_IGN if default else _previous_handler)
+
+
+# --- The watcher: a process beside this one that sees when a limited block waits ---------------------
+# Only from outside can a process be seen waiting rather than running (its threads' states); a thread
+# inside would open files and add a thread that a chapter's scenario may count. Started at the first
+# limit, told of each limit's start and end through a pipe, it sends SIGPROF once a block has spent its
+# limit of own time; it ends when this process does (the pipe closes). The judge watches the same way.
+
+_watcher: subprocess.Popen | None = None
+NUDGE = 0.5
+"""Seconds of own time past a block's limit before the watcher tells it (its CPU timer goes first)."""
+
+
+def _tell_watcher(line: str) -> None:
+    global _watcher
+    try:
+        if _watcher is None:
+            python = [sys.executable, *(["-S"] if sys.flags.no_site else [])]
+            _watcher = subprocess.Popen([*python, "-c", "from course.recorder.limits import watch_parent; watch_parent()",
+                                         str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        text=True, bufsize=1)
+        _watcher.stdin.write(line)
+    except (OSError, ValueError):
+        _watcher = False  # no watcher (none could start, or it is gone): the CPU timer and the backstop remain
+
+
+def watch_parent() -> None:
+    """The watcher's main: `python -c '...; watch_parent()' PID`, told "start SECONDS" / "end" on stdin."""
+    import select
+
+    parent = int(sys.argv[1])
+    clock = OwnClock(lambda: threads_of([parent]))
+    blocks: list[tuple[float, float]] = []  # (limit, own time at its start), innermost last
+    pending, told_at = b"", None
+    while True:
+        if select.select([0], [], [], 0.25)[0]:
+            chunk = os.read(0, 4096)  # (not sys.stdin: its buffer would hide lines from select)
+            if not chunk:
+                return  # the process watched has ended
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            clock.tick()
+            for line in lines:
+                blocks = [*blocks, (float(line.split()[1]), clock.seconds)] if line.startswith(b"start") else blocks[:-1]
+            told_at = None
+            continue
+        own = clock.tick()
+        if any(own - began > limit + NUDGE for limit, began in blocks) and (told_at is None or own - told_at >= 1):
+            told_at = own
+            try:
+                os.kill(parent, _SIGNAL)
+            except OSError:
+                return
