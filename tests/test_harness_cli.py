@@ -51,17 +51,14 @@ HANGS_ONCE = variant('emit({"type": "tool_start", "call": call})',
                      ("import asyncio\n", "import asyncio\n\nHUNG = []\n"))
 # Keeps results in the order the tasks began: right under asyncio's own order, wrong under another.
 RESULTS_IN_START_ORDER = variant(
-    "async with asyncio.TaskGroup() as group:\n"
-    "            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]",
+    "return await asyncio.gather(*(execute_one(call, execute, signal, emit) for call in calls))",
     "started = []\n"
     "async def run(call):\n"
     "    slot = {}\n"
     "    started.append(slot)\n"
-    "    slot['result'] = await execute_one(call, execute, signal, emit_keeping_results)\n"
-    "async with asyncio.TaskGroup() as group:\n"
-    "    for call in calls:\n"
-    "        group.create_task(run(call))",
-    ("return [task.result() for task in tasks]", "return [slot['result'] for slot in started]"),
+    "    slot['result'] = await execute_one(call, execute, signal, emit)\n"
+    "await asyncio.gather(*(run(call) for call in calls))\n"
+    "return [slot['result'] for slot in started]",
 )
 
 
@@ -425,7 +422,7 @@ def test_the_starter_keeps_signatures_types_docstrings_and_tables():
     assert "NOT_EXECUTED: dict[str, tuple[str, FinishReason]] = {" in source
     assert '    """Start every call, wait for all of them together, and return the results in call order."""\n' \
            "    raise NotImplementedError('run_tool_batch: yours to write (chapter 07)')\n" in source
-    assert "TaskGroup" not in source and "copy.deepcopy" not in source  # no body of the reference survives
+    assert "asyncio.gather(" not in source and "copy.deepcopy" not in source  # no body of the reference survives
 
 
 def test_grade_stops_a_submission_at_its_wall_time(runs):

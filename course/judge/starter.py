@@ -3,8 +3,11 @@
 The starter keeps what a student builds on — the module docstring, imports, types (TypedDicts,
 dataclasses, aliases), the chapter's data tables and every public function's signature and
 docstring — and replaces each function body with `raise NotImplementedError`; private helpers
-(`_name`) are left out. It is derived from
-the reference each time, so the two never drift apart.
+(`_name`) are left out. It is derived from the reference each time, so the two never drift apart.
+
+It asks only for what the chapter teaches: what the reference opts into beyond the chapter (the
+hardening track) is marked `加固` there, and the starter leaves out every top-level statement whose
+lines carry the mark (the opt-in imports) and every paragraph of the module docstring that names it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 from course.recorder.impl import REFERENCE_PACKAGE
 from course.manifest import Chapter, find_chapter
 
+HARDENING_MARK = "加固"
+"""Marks what the reference does beyond the chapter, for the hardening track: never in a starter."""
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _KEPT = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.ClassDef, *_FUNCTIONS)
 
@@ -35,6 +40,30 @@ def _stubbed_body(function: ast.FunctionDef | ast.AsyncFunctionDef, chapter: Cha
     return first, function.end_lineno, [f"{indent}raise NotImplementedError({message!r})\n"]
 
 
+def _marked(node: ast.stmt, lines: list[str]) -> bool:
+    """Whether a top-level statement (not a function) is an opt-in beyond the chapter."""
+    return not isinstance(node, _FUNCTIONS) and HARDENING_MARK in "".join(lines[_first_line(node):node.end_lineno])
+
+
+def beyond_the_chapter(source: str) -> set[str]:
+    """The names the reference's marked statements bind (its opt-in imports): none is in the starter."""
+    lines = source.splitlines(keepends=True)
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if _marked(node, lines) and isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif _marked(node, lines):
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _chapter_docstring(tree: ast.Module) -> str:
+    """The module docstring without the paragraphs about what goes beyond the chapter."""
+    paragraphs = ast.get_docstring(tree, clean=False).split("\n\n")
+    kept = "\n\n".join(p for p in paragraphs if HARDENING_MARK not in p).rstrip("\n")
+    return f'"""{kept}\n"""\n'
+
+
 def starter_source(chapter: Chapter, source: str | None = None) -> str:
     """The starter module's text for `chapter`: the reference's own lines (comments and layout
     kept), with each function's body after its docstring replaced. `source` is the reference's
@@ -47,8 +76,10 @@ def starter_source(chapter: Chapter, source: str | None = None) -> str:
     tree = ast.parse(source)
     for index, node in enumerate(tree.body):
         if index == 0 and ast.get_docstring(tree) is not None:
-            continue
-        if isinstance(node, _FUNCTIONS):
+            edits.append((node.lineno - 1, node.end_lineno, [_chapter_docstring(tree)]))
+        elif _marked(node, lines):
+            edits.append((_first_line(node), node.end_lineno, []))  # an opt-in beyond the chapter
+        elif isinstance(node, _FUNCTIONS):
             edits.append((_first_line(node), node.end_lineno, []) if node.name.startswith("_")
                          else _stubbed_body(node, chapter))
         elif isinstance(node, ast.ClassDef):

@@ -1,9 +1,8 @@
-"""What the chapter 07 loop checks before anything happens, and what it keeps when something fails.
+"""What a chapter 07 loop may check before anything happens (beyond the chapter: the hardening track).
 
 `check_loop_options(options)` raises one TypeError or ValueError naming the field at fault, so a
 caller's mistake never shows up later as a KeyError or a RecursionError from inside the loop, or
-as an exception of the loop's own hiding the real one. `keep_transcript(exc, messages)` attaches the
-transcript so far to an exception on its way out, and never raises itself.
+as an exception of the loop's own hiding the real one.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ def check_loop_options(options: Any) -> None:
     a list of message dicts the providers can send: see `message_problem`, and JSON a transcript may
     hold: see `strict_json`); `model` (has a callable `stream`); `tools` (a Registry whose tools still
     have the valid schemas it was made with); `signal` (None or has `aborted`); `execute_tool_call` and
-    `on_event` (None or callable). `max_steps` is the loop's own first check.
+    `on_event` (None or callable); `max_steps` (a positive int, not a bool).
     """
     missing = [name for name in _FIELDS if not hasattr(options, name)]
     if missing:
@@ -63,6 +62,9 @@ def check_loop_options(options: Any) -> None:
         value = getattr(options, name)
         if value is not None and not callable(value):
             raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
+    max_steps = options.max_steps
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
 
 
 def message_problem(message: Any) -> str | None:
@@ -140,15 +142,3 @@ def _text(value: Any) -> str | None:
         return strict_json(value)
     except (TypeError, ValueError):
         return None
-
-
-def keep_transcript(exc: BaseException, messages: list) -> None:
-    """`exc.transcript = messages + the results its tool batch finished`, as far as that can be done.
-
-    Called while `exc` is on its way to the caller: nothing raised here may replace it.
-    """
-    try:
-        finished = getattr(exc, "finished_results", None)
-        exc.transcript = list(messages) + (list(finished) if isinstance(finished, list) else [])
-    except Exception:
-        pass

@@ -2,6 +2,9 @@
 
 from course.judge.mutants import Mutant
 
+GATHER = 'return await asyncio.gather(*(execute_one(call, execute, signal, emit) for call in calls))'
+WATCH = 'execute = guard.watch(execute)  # 加固: no progress after a call ended; an observer failing there is raised'
+
 MUTANTS = [
     # 纯文本 stop / 第一次 model.stream() 追加 assistant 消息
     Mutant("assistant-appended-twice", "纯文本 stop",
@@ -84,15 +87,13 @@ MUTANTS = [
     # 并发工具 / 多个工具同时运行，结果仍按工具调用顺序追加
     Mutant("results-in-completion-order", "并发工具",
            "your loop appends tool results in the order the tools finished; append them in call order",
-           'return [task.result() for task in tasks]',
-           'return sorted((task.result() for task in tasks), key=lambda result: result["timestamp"])'),
+           GATHER,
+           GATHER.replace("return await", "results = await") + '\n'
+           'return sorted(results, key=lambda result: result["timestamp"])'),
     Mutant("tools-one-after-another", "并发工具",
            "your loop awaits each tool before starting the next; a batch runs concurrently",
-           'tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]',
-           'tasks = []\n'
-           'for call in calls:\n'
-           '    tasks.append(group.create_task(execute_one(call, execute, signal, emit_keeping_results)))\n'
-           '    await tasks[-1]'),
+           GATHER,
+           'return [await execute_one(call, execute, signal, emit) for call in calls]'),
     Mutant("rejection-fails-the-batch", "并发工具",
            "an executor that raises must become an error result for its own call; the rest of the batch goes on",
            'result = error_result(call, str(exc) or type(exc).__name__)',
@@ -137,20 +138,25 @@ MUTANTS = [
     Mutant("results-in-completion-order-from-three", "并发工具",
            "with three or more calls your loop appends results in the order the tools finished; "
            "every batch appends them in call order",
-           'return [task.result() for task in tasks]',
-           'return ended if len(calls) >= 3 else [task.result() for task in tasks]'),
+           GATHER,
+           'ended = []\n'
+           'async def ending(call):\n'
+           '    ended.append(await execute_one(call, execute, signal, emit))\n'
+           '    return ended[-1]\n'
+           'results = await asyncio.gather(*(ending(call) for call in calls))\n'
+           'return ended if len(calls) >= 3 else results'),
     Mutant("tool-start-inside-each-task", "并发工具",
            "emit every call's tool_start before any tool of the batch runs, not as each tool starts",
            'for call in calls:\n        emit({"type": "tool_start", "call": call})',
            'pass',
-           also=(('running = True', 'emit({"type": "tool_start", "call": call})\nrunning = True'),)),
+           also=(('def report_progress(content: list[TextContent]) -> None:',
+                  'emit({"type": "tool_start", "call": call})\ndef report_progress(content: list[TextContent]) -> None:'),)),
     Mutant("batch-not-cancelled-on-failure", "并发工具",
            "when the batch is cut short (an observer raised, the run was cancelled), cancel and await the "
            "tools still running: none may be left running after the run",
-           'async with asyncio.TaskGroup() as group:\n'
-           '            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]',
-           'tasks = [asyncio.ensure_future(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]\n'
-           'await asyncio.gather(*tasks)'),
+           'async with guard:',
+           'guard._cancel_running = lambda: asyncio.sleep(0)  # the tools still running are left to run\n'
+           'async with guard:'),
     Mutant("observer-required", "纯文本 stop",
            "on_event is optional: a run without an observer emits to no one, it does not fail",
            'if options.on_event is not None:',
@@ -195,8 +201,8 @@ MUTANTS = [
     Mutant("late-progress-emitted", "单工具往返",
            "progress a tool reports after its call ended (it returned, raised or was cancelled) belongs to no "
            "running tool: do not emit it",
-           'if running:  # progress reported after the call ended belongs to no tool item',
-           'if True:'),
+           WATCH,
+           'pass  # progress is forwarded whenever the tool reports it'),
     Mutant("executor-answer-trusted", "单工具往返",
            "an injected executor's answer that is not a result for its call (another id or tool, not a dict, "
            "not JSON) becomes an error result for the right call",
@@ -208,8 +214,11 @@ MUTANTS = [
            'result = error_result(call, str(exc))'),
     Mutant("observer-error-in-progress-becomes-result", "单工具往返",
            "an observer raising at tool_progress must reach the caller, not become the tool's error result",
-           'observer_errors.append(exc)  # the observer failed, not the tool: it must reach the caller',
-           'pass'),
+           "except Exception as exc:  # one failing executor must not lose its siblings' results",
+           "except (Exception, _ObserverFailed) as exc:  # the observer's failure taken for the tool's\n"
+           "    exc = getattr(exc, 'error', exc)",
+           also=(('from course.runtime.hardening import RunGuard, checked',
+                  'from course.runtime.hardening import RunGuard, _ObserverFailed, checked'),)),
     Mutant("no-calls-ends-stop", "非执行终态",
            "an answer without calls ends with the reason its stopReason calls for (length, error, aborted), "
            "not always stop",
@@ -221,19 +230,20 @@ MUTANTS = [
            '"stop": ("Tool call was not executed because the model response was truncated.", "error"),'),
     Mutant("exc-transcript-without-finished-results", "取消与上限",
            "exc.transcript keeps the results of the batch's tools that had finished when the run was cut short",
-           'keep_transcript(exc, messages)',
-           'exc.transcript = messages'),
+           "guard.note(event)  # 加固: the batch's finished results, for exc.transcript",
+           'pass'),
     Mutant("cancellation-swallowed", "取消与上限",
            "cancelling the task running the loop must raise CancelledError to the caller, not end the run aborted",
-           'except BaseException as exc:\n        # An observer that raised',
+           'messages.extend(await run_tool_batch(calls, execute, options.signal, emit))',
+           'try:\n'
+           '    messages.extend(await run_tool_batch(calls, execute, options.signal, emit))\n'
            'except asyncio.CancelledError:\n'
-           '    return finish("aborted", len(messages))\n'
-           'except BaseException as exc:\n'
-           '    # An observer that raised'),
+           '    return finish("aborted", steps)'),
     Mutant("single-call-cancellation-swallowed", "取消与上限",
            "a tool that ignores the cancellation must not keep the run going: the CancelledError still ends it",
-           'if task.cancelling() > cancelling:',
-           'if False:'),
+           GATHER,
+           "if len(calls) == 1:  # nothing runs beside it: awaited in the loop's own task\n"
+           '    return [await execute_one(calls[0], execute, signal, emit)]\n' + GATHER),
     # Found by a red team: each passed `course check 07` until the scenario that now catches it was added.
     Mutant("exception-first-argument", "并发工具",
            "an executor's exception becomes an error result with str(exc) (or the type's name when that is "
@@ -253,24 +263,36 @@ MUTANTS = [
     Mutant("result-details-not-checked", "单工具往返",
            "an injected executor's answer must be JSON as a whole (its details too) before the transcript "
            "keeps it",
-           'check_json(result)  # a transcript is JSON',
-           'check_json(result["content"])  # a transcript is JSON'),
+           'checked(options.execute_tool_call) if options.execute_tool_call is not None else',
+           'checked_but_details(options.execute_tool_call) if options.execute_tool_call is not None else',
+           also=(('def is_aborted(',
+                  'def checked_but_details(execute):\n'
+                  '    from course.runtime.hardening import result_problem\n\n'
+                  '    async def execute_checked(call, context):\n'
+                  '        result = await execute(call, context)\n'
+                  '        seen = {k: v for k, v in result.items() if k != "details"} if isinstance(result, dict) else result\n'
+                  '        problem = result_problem(call, seen)\n'
+                  '        return result if problem is None else error_result(call, problem)\n'
+                  '    return execute_checked\n\n\n'
+                  'def is_aborted('),)),
     Mutant("observer-error-awaits-siblings", "并发工具",
            "when an observer raises, cancel the tools still running: waiting for them can take for ever",
-           'async with asyncio.TaskGroup() as group:\n'
-           '            tasks = [group.create_task(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]',
-           'tasks = [asyncio.ensure_future(execute_one(call, execute, signal, emit_keeping_results)) for call in calls]\n'
-           'await asyncio.gather(*tasks, return_exceptions=True)\n'
-           'for task in tasks:\n'
-           '    if task.exception() is not None:\n'
-           '        raise task.exception()'),
+           GATHER,
+           'results = await asyncio.gather(*(execute_one(call, execute, signal, emit) for call in calls), '
+           'return_exceptions=True)\n'
+           'for result in results:\n'
+           '    if isinstance(result, BaseException):\n'
+           '        raise result\n'
+           'return results'),
     Mutant("running-calls-in-a-global", "并发工具",
            "whether a call still runs is the run's own state: two runs at once (or one after another) may "
            "name their calls alike",
-           'if running:  # progress reported after the call ended belongs to no tool item',
-           'if call["id"] not in ENDED_CALLS:  # progress reported after the call ended belongs to no tool item',
-           also=(('running = False  # also when the call was cancelled: nothing it reports later is emitted',
-                  'ENDED_CALLS.add(call["id"])'),
+           'emit({"type": "tool_progress", "callId": call["id"], "content": content})',
+           'if call["id"] not in ENDED_CALLS:  # progress reported after the call ended belongs to no tool item\n'
+           '    emit({"type": "tool_progress", "callId": call["id"], "content": content})',
+           also=((WATCH, 'pass  # the calls that ended are kept in ENDED_CALLS instead'),
+                 ('emit({"type": "tool_end", "result": result})',
+                  'ENDED_CALLS.add(call["id"])\nemit({"type": "tool_end", "result": result})'),
                  ('def is_aborted(', 'ENDED_CALLS: set[str] = set()\n\n\ndef is_aborted('))),
     Mutant("options-context-rebound", "单工具往返",
            "the loop never assigns to its options: a caller may run the same options again",
