@@ -148,6 +148,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         except Exception as error:
             return Grade(folder.name, "error", problem=f"the judge failed on its records: {said(error)}")
         finally:
+            sandbox.close()
             processes.end_marked(MARK, token)  # whatever it started and left behind
             processes.end_orphans()  # and what left its parents, the judge's mark and its session behind
     if report is not None:
