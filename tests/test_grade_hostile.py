@@ -34,7 +34,7 @@ from course.judge.index import expected_scenarios
 from course.judge import sandbox
 from course.judge.sandbox import bubblewrap
 from course.manifest import find_chapter
-from processes import running_with
+from processes import TRUSTED, running_with
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
 
@@ -197,19 +197,19 @@ class Grades:
             "fifo": ["07", judged[2], "--scenario-timeout", "10", "--timeout", "120", "--json", "fifo.json"],
             "spoof": ["07", judged[3], "--jobs", "1", "--json", "spoof.json", "--out", "results/spoof.csv",
                       "--results", "results/spoof"],
-            "daemon": ["07", judged[4], "--no-sandbox", "--jobs", "1", "--json", "daemon.json"],
+            "daemon": ["07", judged[4], "--no-sandbox", "--trusted", "--jobs", "1", "--json", "daemon.json"],
             "poisoned": ["07", judged[5], "--json", "poisoned.json"],
             "chapter06": ["06", str(self.chapter06), "--json", "chapter06.json"],
             "chapter08": ["08", str(self.chapter08), "--json", "chapter08.json"],
         }.items():
             own_tmp = {"TMPDIR": str(self.scratch)} if name == "malformed" else {}  # what it leaves there, test sees
-            self.start(name, ["-m", "course", "grade", *args],
+            self.start(name, ["-m", "course", "grade", *args, *TRUSTED],
                        {**env, **own_tmp, differential.CACHE_ENV: str(self.cache)} if name == "poisoned"
                        else {**env, **own_tmp})
         self.start("check_malformed", ["-m", "course", "check", "07", "--impl", str(self.judged["check"]),
                                        "--json", "results/check.json"], env)
         self.start("judge_fails", ["-c", JUDGE_FAILS_ON_BOOM, "07", str(self.judged["boom"]), "--jobs", "1",
-                                   "--json", "judge_fails.json"], env)
+                                   "--json", "judge_fails.json", *TRUSTED], env)
         self.zombies = ZombieWatch(self.children["spoof"].pid)
 
     def start(self, name: str, args: list[str], env: dict[str, str]) -> None:
@@ -812,9 +812,10 @@ def test_no_sandbox_is_left_a_zombie(grades):
 def test_a_daemon_without_the_judges_mark_ends_with_its_submission(grades):
     code, out = grades.result("daemon")
     assert code == 0, out
-    # Graded with --no-sandbox: said once, on stderr (the table on stdout stays the table).
+    # Graded with --no-sandbox: said once, on stderr, with what does not hold (the table on stdout stays the table).
     warned = (grades.workspace / "daemon.err").read_text(encoding="utf-8")
-    assert warned.count("course grade: --no-sandbox: each submission runs as your user") == 1, warned
+    assert warned.count("course grade: --trusted, --no-sandbox: these guarantees of the README do not hold") == 1, warned
+    assert all(f"  - {gap}\n" in warned for gap in grade.UNSANDBOXED), warned
     assert "--no-sandbox" not in grades.printed("daemon")
     rows = grades.table("daemon")
     assert (rows["a_daemon"]["status"], rows["b_probe"]["status"]) == ("pass", "pass")

@@ -153,3 +153,13 @@ def missing() -> list[str]:
         return [f"no seccomp filter (libseccomp is not installed: apt-get install libseccomp2): a submission may call "
                 f"{', '.join(DENIED)}"]
     return []
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def shield_judge() -> None:
+    """Make this process's /proc files (environment, memory, open files) readable by root only: a
+    submission graded without the sandbox as another user than root cannot read them (as root it
+    can; its command line stays readable by all). Its children are readable again once they execute."""
+    _libc().prctl(_PR_SET_DUMPABLE, 0, None, 0, 0)
