@@ -183,6 +183,7 @@ class Grades:
         judged = [str(self.judged[name]) for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned")]
         self.scratch = workspace / "malformed-tmp"
         self.scratch.mkdir()
+        (self.course / "results").mkdir()  # (where `course check` writes too: it may end before any grade made it)
         self.children: dict[str, subprocess.Popen] = {}
         for name, args in {
             "hostile": ["07", str(self.hostile), "--timeout", "120", "--scenario-timeout", "8", "--jobs", "2",

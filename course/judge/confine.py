@@ -131,7 +131,7 @@ def join_fresh_keyring() -> None:
     Where keyctl is refused to this process already (a container's own filter), it is to the child too."""
     number = _keyctl_number()
     if number is None:
-        raise OSError("no keyctl system call number known for this machine: cannot leave the session keyring")
+        return  # (said by `missing`)
     if _libc().syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
         code = ctypes.get_errno()
         if code not in (errno.EPERM, errno.ENOSYS, errno.EACCES):
@@ -149,10 +149,13 @@ def load_filter_here() -> None:
 
 def missing() -> list[str]:
     """What of this module's protection this machine cannot give, in words (empty: all of it)."""
+    gaps = []
     if filter_program() is None:
-        return [f"no seccomp filter (libseccomp is not installed: apt-get install libseccomp2): a submission may call "
-                f"{', '.join(DENIED)}"]
-    return []
+        gaps.append(f"no seccomp filter (libseccomp is not installed: apt-get install libseccomp2): a submission may "
+                    f"call {', '.join(DENIED)}")
+    if _keyctl_number() is None:
+        gaps.append(f"no fresh session keyring: keyctl's number on {platform.machine()} is not known here")
+    return gaps
 
 
 _PR_SET_DUMPABLE = 4

@@ -287,6 +287,8 @@ def sandbox_mode(args: argparse.Namespace) -> bool | None:
         if not knows_size(bubblewrap()):
             print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private "
                   "/tmp and HOME are not bounded in size (and its /dev/shm is read-only)")
+        for gap in confine.missing():
+            print(f"course grade: {gap}", file=sys.stderr)
         return True
     why = "--no-sandbox" if args.no_sandbox else "bubblewrap (bwrap) is not installed"
     if not args.trusted:

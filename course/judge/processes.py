@@ -185,10 +185,11 @@ def end_orphans() -> list[int]:
     never gets its child (the kernel abandons the fork)."""
     ended: dict[int, None] = {}
     dying: set[int] = set()  # ended, not reaped yet
+    untouchable: set[int] = set()  # (another user's: no signal of this process reaches it)
     deadline = time.monotonic() + SWEEP_PATIENCE
     with _starting:
         while True:
-            orphans = [pid for pid in _own_children() if pid not in _started]
+            orphans = [pid for pid in _own_children() if pid not in _started and pid not in untouchable]
             if not orphans:
                 break
             if time.monotonic() > deadline:
@@ -198,8 +199,13 @@ def end_orphans() -> list[int]:
             for pid in orphans:
                 if pid in dying:
                     _wait_for(pid, deadline)  # (its end takes time: a large memory to free)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
+                try:
                     os.kill(pid, signal.SIGKILL)
+                except PermissionError:
+                    untouchable.add(pid)
+                    continue
+                except ProcessLookupError:
+                    pass
                 dying.add(pid)
             for pid in orphans:
                 with contextlib.suppress(ChildProcessError):
