@@ -12,8 +12,11 @@ and the copy read-only, its plans read-only, a private `/tmp`, HOME and `/dev/sh
 (memory), every other place of its own read-only (its root, `/dev`), its record directory as the
 only writable place of the machine's, no network, its own process namespace (everything in it ends
 with it), and nothing else of the machine. A submission folder too large or holding too many files
-is not copied at all (`SubmissionRefused`): its row says so. Without bubblewrap only the limits below and the copy protect the grade: the child runs as
-the instructor's user and could read or write what that user can.
+is not copied at all (`SubmissionRefused`): its row says so. Sandbox or not, the child joins a fresh
+session keyring and runs under a seccomp filter denying keyrings, ptrace and other processes' memory
+(`course.judge.confine`). Without bubblewrap only these, the limits below and the copy protect the
+grade (`course grade` then needs --trusted): the child runs as the instructor's user and could read
+or write what that user can.
 """
 
 from __future__ import annotations
