@@ -207,6 +207,8 @@ class Child:
     env: dict[str, str]
     preexec: Callable[[], None] | None = None
     record: Path | None = None
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors of the judge's the child inherits (the sandbox's seccomp filter, read by bubblewrap)."""
 
 
 @dataclass(frozen=True)
@@ -577,9 +579,10 @@ def judge_chapter(
             group = cgroups.create("run")
             try:
                 with processes.starting():
+                    # A session of its own (so a group of its own, ended by its pid), and no terminal it could write to.
                     process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
-                                               stdout=output, stderr=subprocess.STDOUT, process_group=0,
-                                               preexec_fn=_entering(group, child.preexec))
+                                               stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                                               preexec_fn=_entering(group, child.preexec), pass_fds=child.pass_fds)
                     processes.adopt(process.pid)
                 try:
                     for section in plans:  # the reference's runs, while the child works
