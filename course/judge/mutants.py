@@ -32,6 +32,7 @@ from pathlib import Path
 import checkpoints
 from course.judge import processes, session, starter
 from course.recorder import limits
+from course.recorder.limits import ScenarioTimedOut
 from course.manifest import CHAPTERS, Chapter, find_chapter
 
 REPO = Path(checkpoints.__file__).resolve().parent.parent
@@ -217,7 +218,9 @@ def _evidence_in_process(item, call) -> str:
                                     broken=broken_lines(str(result.asserted_data)))
     excinfo = call.excinfo
     problem = f"{excinfo.typename}: " if excinfo is not None else ""
-    timeout = excinfo is not None and str(excinfo.value).startswith("Timeout (>")
+    # Its own-time limit (course.recorder.limits) or pytest-timeout's wall-clock backstop stopped it.
+    timeout = excinfo is not None and (isinstance(excinfo.value, ScenarioTimedOut)
+                                       or str(excinfo.value).startswith("Timeout (>"))
     where = _where(excinfo.value, impl.current()) if excinfo is not None else None
     return evidence_key(generated=name.startswith("test_generated["), status="timeout" if timeout else "error",
                         divergence=None, problem=problem, where=where)
