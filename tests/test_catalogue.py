@@ -42,7 +42,8 @@ def test_a_minimal_entry_is_a_chapter_with_the_defaults(tmp_path):
     (ENTRY + ENTRY, "chapter 10 comes after chapter 10"),
     ('[[chapters]]\nnumber = "10\n', "cannot be read as TOML"),
     ("", "no [[chapters]] tables"),
-])
+], ids=["no-title", "unknown-key", "number-not-text", "module-name", "names", "weights", "out-of-order", "twice",
+        "not-toml", "empty"])  # (ids without the entries' text: `pytest -k ch10` is a chapter's, not these)
 def test_an_entry_that_is_no_chapter_is_refused_saying_why(tmp_path, text, said):
     path = write(tmp_path, text)
     with pytest.raises(CatalogueError) as refused:
