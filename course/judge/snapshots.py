@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.manifest import CHAPTERS, Chapter, find_chapter
-from course.judge.session import judge_chapter
+from course.judge.session import judge_chapter, reference_oracle
 from course.judge.testrun import course_root, run_pytest
 from course.judge.timeline import first_divergence, where
 
@@ -70,8 +70,11 @@ def verify(args: argparse.Namespace) -> int:
     location = str(Path(args.impl).resolve()) if args.impl else None
     root = course_root()
 
+    oracles = {c.number: reference_oracle(c, root) for c in chapters}  # (before the threads: see reference_oracle)
+
     def judged(seed: int) -> list:
-        return [(chapter, judge_chapter(chapter, location, root=root, extra=[f"--schedule-seed={seed}"]))
+        return [(chapter, judge_chapter(chapter, location, root=root, extra=[f"--schedule-seed={seed}"],
+                                        plans=oracles[chapter.number][0], wanted=oracles[chapter.number][1]))
                 for chapter in chapters]
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
