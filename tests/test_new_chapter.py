@@ -140,3 +140,17 @@ def test_new_refuses_a_catalogue_outside_the_course(course, monkeypatch, tmp_pat
     assert cli.main(["new", "10", "Counting words"]) == 2
     assert "run `course new` in your clone of the course" in capsys.readouterr().err
     assert not any((course.root / "checkpoints").iterdir())
+
+
+def test_a_chapter_without_stored_snapshots_says_so_in_check_and_hint(monkeypatch, capsys):
+    from course.judge import check
+    from course.judge.session import ChapterRun
+
+    monkeypatch.setattr(check, "judge_chapter", lambda chapter, implementation, **options: ChapterRun(chapter, []))
+    said = ("chapter 08 has no scenario to judge: no stored snapshot in tests/__snapshots__/test_ch08_workspace_read/ "
+            "and no generated section (an instructor writes the snapshots with `course snapshots update 08`)\n")
+    assert cli.main(["check", "08", "--impl", str(ROOT / "checkpoints")]) == 1
+    out = capsys.readouterr().out
+    assert said in out and "stopped before any scenario ran" not in out
+    assert cli.main(["hint", "08", "--impl", str(ROOT / "checkpoints")]) == 1
+    assert capsys.readouterr().out == said

@@ -163,6 +163,12 @@ def import_message(run: ChapterRun, inside: str | None = None) -> str:
     return "; ".join(f"{where(e)}: {str(e.get('problem'))[:300]}" for e in run.import_errors)
 
 
+def nothing_to_judge(chapter: Chapter) -> str:
+    """Why a chapter has no scenario to judge: the judge knows a scenario by its stored snapshots."""
+    return (f"chapter {chapter.number} has no scenario to judge: no stored snapshot in {chapter.snapshot_dir}/ and "
+            f"no generated section (an instructor writes the snapshots with `course snapshots update {chapter.number}`)")
+
+
 def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,
               timeout: float | None = None, oracle: tuple[dict, dict] = (None, None)) -> tuple[ChapterRun, list[tuple[str, str]]]:
     """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis. `oracle`: the
@@ -194,8 +200,10 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
                         plans=oracle[0], wanted=oracle[1])
     if not quiet and run.import_errors and not reported_imports:
         print_import_errors(run)
-    if not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
-                                                   and v.problem.startswith("no record") for v in run.verdicts):
+    if not quiet and not run.verdicts and not run.import_errors:
+        print(nothing_to_judge(chapter))
+    elif not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
+                                                     and v.problem.startswith("no record") for v in run.verdicts):
         print("the test process stopped before any scenario ran; its last words:")
         print("\n".join("  " + printable(line) for line in run.output_tail.rstrip().splitlines()[-15:]))
     found = diagnosis(chapter, run, implementation, chain)
