@@ -14,7 +14,7 @@ from pathlib import Path
 
 from course.judge import mutants
 from course.judge.timeline import where as divergence_where
-from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, rerun_command
+from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, reference_oracle, rerun_command
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, Chapter, find_chapter
@@ -163,9 +163,16 @@ def import_message(run: ChapterRun, inside: str | None = None) -> str:
     return "; ".join(f"{where(e)}: {str(e.get('problem'))[:300]}" for e in run.import_errors)
 
 
+def nothing_to_judge(chapter: Chapter) -> str:
+    """Why a chapter has no scenario to judge: the judge knows a scenario by its stored snapshots."""
+    return (f"chapter {chapter.number} has no scenario to judge: no stored snapshot in {chapter.snapshot_dir}/ and "
+            f"no generated section (an instructor writes the snapshots with `course snapshots update {chapter.number}`)")
+
+
 def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,
-              timeout: float | None = None) -> tuple[ChapterRun, list[tuple[str, str]]]:
-    """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis."""
+              timeout: float | None = None, oracle: tuple[dict, dict] = (None, None)) -> tuple[ChapterRun, list[tuple[str, str]]]:
+    """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis. `oracle`: the
+    generated plans and the reference's renderings of them (session.reference_oracle), if computed already."""
     root = course_root()
     if not quiet:
         print(f"Chapter {chapter.number} — {chapter.title}")
@@ -189,11 +196,14 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
             print_failure(verdict, implementation, chain, chapter, root)
 
     run = judge_chapter(chapter, str(Path(implementation).resolve()) if implementation else None, root=root,
-                        chain=chain, on_verdict=show, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT)
+                        chain=chain, on_verdict=show, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT,
+                        plans=oracle[0], wanted=oracle[1])
     if not quiet and run.import_errors and not reported_imports:
         print_import_errors(run)
-    if not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
-                                                   and v.problem.startswith("no record") for v in run.verdicts):
+    if not quiet and not run.verdicts and not run.import_errors:
+        print(nothing_to_judge(chapter))
+    elif not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
+                                                     and v.problem.startswith("no record") for v in run.verdicts):
         print("the test process stopped before any scenario ran; its last words:")
         print("\n".join("  " + printable(line) for line in run.output_tail.rstrip().splitlines()[-15:]))
     found = diagnosis(chapter, run, implementation, chain)
@@ -257,8 +267,10 @@ def status(args: argparse.Namespace) -> int:
     implementation = default_implementation(args.impl)
     print(f"implementation: {shown(implementation) if implementation else 'the reference (no student code)'}\n",
           flush=True)
+    oracles = {c.number: reference_oracle(c, course_root()) for c in CHAPTERS}  # (before the threads: see there)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(lambda c: run_check(c, implementation, args.chain, quiet=True)[0], CHAPTERS))
+        runs = list(pool.map(lambda c: run_check(c, implementation, args.chain, quiet=True,
+                                                 oracle=oracles[c.number])[0], CHAPTERS))
     rows = []
     for chapter, run in zip(CHAPTERS, runs):
         code = "yours" if yours(chapter, implementation) else "reference"

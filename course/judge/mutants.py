@@ -28,6 +28,7 @@ import time
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import checkpoints
 from course.judge import processes, session, starter
@@ -101,10 +102,33 @@ def reference_source(chapter: Chapter) -> str:
     return (REPO / "checkpoints" / f"{chapter.module}.py").read_text(encoding="utf-8")
 
 
+def gallery_module(chapter: Chapter) -> str:
+    return f"course.judge.gallery.{chapter.module}"
+
+
+def gallery(chapter: Chapter) -> ModuleType | None:
+    """The chapter's gallery of known mistakes (`course/judge/gallery/<module>.py`), or None: a gallery
+    is optional. A gallery that is there but fails to import raises, as any broken module does."""
+    name = gallery_module(chapter)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as missing:
+        if missing.name == name:
+            return None
+        raise
+
+
 def variants(chapter: Chapter) -> list[Mutant | Starter]:
-    """The starter first, then the chapter's gallery (`course/judge/gallery/<module>.py`, its MUTANTS)."""
-    gallery = importlib.import_module(f"course.judge.gallery.{chapter.module}")
-    return [Starter(chapter), *gallery.MUTANTS]
+    """The starter first, then the chapter's gallery (its MUTANTS), if it has one."""
+    found = gallery(chapter)
+    return [Starter(chapter), *(found.MUTANTS if found is not None else ())]
+
+
+def without_gallery(chapter: Chapter) -> str:
+    """The gate's line for a chapter it skips."""
+    path = gallery_module(chapter).replace(".", "/") + ".py"
+    return (f"Chapter {chapter.number} — {chapter.title}: skipped, no gallery of known mistakes ({path}); "
+            "add one to have its tests held to them")
 
 
 @dataclass
@@ -361,8 +385,8 @@ def run_variants(chosen: list[tuple[Chapter, Mutant | Starter]], *, selection: S
 
 def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, selection: Selection = Selection(),
                 jobs: int = 2, timeout: float = 30) -> list[Outcome]:
-    """Judge the chapters' variants (all, or those named), in gallery order."""
-    chosen = [(c, v) for c in chapters for v in variants(c) if names is None or v.name in names]
+    """Judge the chapters' variants (all, or those named), in gallery order; a chapter without a gallery has none."""
+    chosen = [(c, v) for c in chapters if gallery(c) is not None for v in variants(c) if names is None or v.name in names]
     unknown = sorted(set(names or ()) - {v.name for _, v in chosen})
     if unknown:
         raise LookupError(f"no variant {', '.join(unknown)} in chapter {', '.join(c.number for c in chapters)}")
@@ -514,7 +538,11 @@ def mutants_command(args: argparse.Namespace) -> int:
         print(error, file=sys.stderr)
         return 2
     for chapter in chapters:
-        print(render_table(chapter, [o for o in outcomes if o.chapter == chapter.number]))
+        judged = [o for o in outcomes if o.chapter == chapter.number]
+        if judged or gallery(chapter) is None:  # (a gallery none of whose variants was chosen: nothing to say)
+            print(render_table(chapter, judged) if judged else without_gallery(chapter) + "\n")
+    if not outcomes:
+        return 0  # every chapter chosen was skipped: no gallery, nothing judged, nothing to fail
     if any(not o.killed for o in outcomes):
         return 1
     if args.write_signatures:

@@ -463,6 +463,22 @@ def _follow_child(process: subprocess.Popen, reader: _Records, take, current: st
         time.sleep(0.02)
 
 
+def reference_oracle(chapter: Chapter, root: Path, seed: int | None = None) -> tuple[dict[str, list[dict]],
+                                                                                    dict[str, list[str]]]:
+    """The chapter's generated plans per section and the reference's renderings of them: what
+    `judge_chapter` takes as `plans` and `wanted`.
+
+    A command judging several runs in threads (`course status`, `course snapshots verify`) computes
+    these first, in one thread: a reference's run of a plan watches what the whole process opens
+    (chapter 08 counts the paths opened outside its workspace), so another thread's files, read
+    meanwhile, would be taken for the reference's, and its renderings kept wrong in the disk cache."""
+    expected = [e for e in expected_scenarios(chapter, root) if e.generated]
+    plans = {e.generated: differential.draw_plans(chapter.module, e.generated, seed=seed) for e in expected}
+    wanted = {key: differential.expected_renders(chapter.module, key, section_plans)
+              for key, section_plans in plans.items()}
+    return plans, wanted
+
+
 def judge_chapter(
     chapter: Chapter,
     implementation: str | None,
