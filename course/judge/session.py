@@ -367,6 +367,7 @@ class RunClock:
         self.scenario_stop = ""
         """Why the scenario running was stopped: "" (its own time), or the wall-clock backstop's words."""
         self.stopped_run = False
+        self.nudged_own = float("-inf")
         self._ticked = 0.0
         self.heard()
 
@@ -408,7 +409,8 @@ class RunClock:
             if own <= self.wall:
                 self.run_stop += f" (by the wall-clock backstop, at {now - self.started:.0f} s: the machine is loaded)"
             return True
-        if own - self.line_own > self.timeout + NUDGE:
+        if own - self.line_own > self.timeout + NUDGE and own - self.nudged_own >= 1.0:
+            self.nudged_own = own  # again each second of its own time while it makes no progress
             self.nudge()
         limit = self.timeout + GRACE
         if own - self.line_own > limit or now - self.line_wall > backstop(limit):

@@ -124,6 +124,7 @@ class Limit:
     def __init__(self, seconds: float, what: str, error: type[BaseException]) -> None:
         self.seconds, self.what, self.error = seconds, what, error
         self.fired = 0
+        self.fired_at = float("-inf")
         self.cpu_at = time.process_time()
         self.wall_at = time.monotonic()
 
@@ -146,14 +147,16 @@ _previous_handler = None
 
 
 def _on_signal(signum, frame) -> None:
-    """SIGPROF: the CPU timer of a limit, or the judge saying the block is blocked (see `time_limit`)."""
-    # The CPU timer fires for the limit whose CPU time is spent; the judge's signal is heeded only by a
+    """SIGPROF: the CPU timer of a limit, or a watcher saying the block is blocked (see `time_limit`)."""
+    # The CPU timer fires for the limit whose CPU time is spent; a watcher's signal is heeded only by a
     # limit in force for its whole length of wall time (one sent late, as a block ends, finds none).
     fired = next((limit for limit in _active if limit.cpu_spent), None) or \
         next((limit for limit in reversed(_active) if limit.wall_spent), None)
-    if fired is None:
-        return
+    now = time.monotonic()
+    if fired is None or now - fired.fired_at < 1.0:
+        return  # (several watchers may tell at once: a block being unwound is not interrupted again at once)
     fired.fired += 1
+    fired.fired_at = now
     if fired.fired > SWALLOWED_BEFORE_EXIT:
         sys.stderr.write(f"\n{fired.message} and swallowed every interruption: ending the test process\n")
         sys.stderr.flush()
