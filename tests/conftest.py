@@ -3,6 +3,8 @@
 import gc
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -39,9 +41,13 @@ def pytest_collection_finish(session):
 
 
 SCENARIO_TIMEOUT = 10
+"""Seconds of its own time (CPU, and time blocked: course.recorder.limits) one chapter scenario may take in
+plain pytest (`course check` has its own, the same)."""
+WALL_BACKSTOP = 12
+"""How many times SCENARIO_TIMEOUT of wall time a chapter scenario may take, however loaded the machine:
+pytest-timeout's backstop, for a scenario that stops its own clock's watcher."""
 CHAPTER_MODULE = re.compile(r"test_ch\d\d_")
 """A chapter's test module (`test_ch07_agent_loop`), not another that starts alike (`test_chapter_loops`)."""
-"""Seconds one chapter scenario may take in plain pytest (`course check` has its own, the same)."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -50,10 +56,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for mark in item.iter_markers("section"):
             item.extra_keyword_matches.add(mark.args[0])
-        if (CHAPTER_MODULE.match(item.module.__name__) and item.get_closest_marker("timeout") is None
-                and config.getoption("timeout", None) is None):
-            # A wrong student loop may spin for ever: its scenario fails, named, and the others still run.
-            item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt))
+        if CHAPTER_MODULE.match(item.module.__name__) and item.get_closest_marker("own_time_limit") is None:
+            # A wrong student loop may spin or wait for ever: its scenario fails, named, and the others still run.
+            item.add_marker(pytest.mark.own_time_limit(SCENARIO_TIMEOUT * long_hunt))
+            if item.get_closest_marker("timeout") is None and config.getoption("timeout", None) is None:
+                item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT * long_hunt * WALL_BACKSTOP))
     # The `course` command tests wait on child processes (started first, see below): they go last, so
     # that the children run on the other core while every other test runs, instead of being waited for.
     items.sort(key=lambda item: item.module.__name__ in STARTS_EARLY)
@@ -70,6 +77,18 @@ def step_clock():
 def snapshot(request):
     """The scenario's snapshot, in the chapter's notation (a recorder when `course check` records)."""
     return scenario_snapshot(request)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def busy_neighbours():
+    """TINY_PI_BUSY=N: N processes spinning beside the whole session, so that a run shows its verdicts do not
+    depend on the machine's load (CI runs the command tests so)."""
+    count = int(os.environ.get("TINY_PI_BUSY") or 0)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    yield
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -26,6 +26,7 @@ def chunk_variant(name: str, size: str) -> mutants.Mutant:
 
 
 @pytest.mark.commands
+@pytest.mark.timeout(1800)  # four runs of chapter 08's whole suite: minutes of wall time beside CI's busy processes
 def test_chapter_08_passes_readers_of_any_chunk_size():
     """The reference with chunks of 4 KiB, 8 KiB, 1 MiB and 3000 bytes instead of 64 KiB passes every chapter 08
     test: binary detection, abort, progress and the plans do not depend on the chunk size."""

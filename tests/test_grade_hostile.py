@@ -16,6 +16,7 @@ disk cache, daemons that wipe the judge's mark, and a sandbox's /tmp and HOME fi
 import contextlib
 import csv
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -28,14 +29,15 @@ from pathlib import Path
 
 import pytest
 
-from course.judge import differential, grade, mutants, starter
+from course.judge import confine, differential, grade, mutants, secret, starter
 from course.judge import processes as judge_processes
 from course.judge.index import expected_scenarios
 from course.judge import sandbox
 from course.judge.sandbox import bubblewrap
 from course.manifest import HARDENING, find_chapter
 from course.recorder import scenarios as recorder_scenarios
-from processes import running_with
+import keyrings
+from processes import TRUSTED, running_with
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
 
@@ -163,6 +165,9 @@ class Grades:
         self.seed, feature = find_unpublished_feature()
         write(self.seeded / "reference", REFERENCE)
         write(self.seeded / "tuned", tuned_to(feature))
+        self.secret_file = workspace / "grading-secret.txt"
+        self.secret_file.write_text(LONG_SECRET + "\n", encoding="ascii")
+        write(self.seeded / "finds_secret", in_the_loop(WRONG, FIND_SECRET))
         self.sharded = workspace / "sharded"
         for name, source in (("ana", REFERENCE), ("ben", WRONG), ("cy", "def run_agent_loop(options:\n")):
             write(self.sharded / name, source)
@@ -179,6 +184,7 @@ class Grades:
         judged = [str(self.judged[name]) for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned")]
         self.scratch = workspace / "malformed-tmp"
         self.scratch.mkdir()
+        (self.course / "results").mkdir()  # (where `course check` writes too: it may end before any grade made it)
         self.children: dict[str, subprocess.Popen] = {}
         for name, args in {
             "hostile": ["07", str(self.hostile), "--timeout", "120", "--scenario-timeout", "8", "--jobs", "2",
@@ -198,20 +204,39 @@ class Grades:
             "fifo": ["07", judged[2], "--scenario-timeout", "10", "--timeout", "120", "--json", "fifo.json"],
             "spoof": ["07", judged[3], "--jobs", "1", "--json", "spoof.json", "--out", "results/spoof.csv",
                       "--results", "results/spoof"],
-            "daemon": ["07", judged[4], "--no-sandbox", "--jobs", "1", "--json", "daemon.json"],
+            "daemon": ["07", judged[4], "--no-sandbox", "--trusted", "--jobs", "1", "--json", "daemon.json"],
             "poisoned": ["07", judged[5], "--json", "poisoned.json"],
             "chapter06": ["06", str(self.chapter06), "--json", "chapter06.json"],
             "chapter08": ["08", str(self.chapter08), "--json", "chapter08.json"],
         }.items():
             own_tmp = {"TMPDIR": str(self.scratch)} if name == "malformed" else {}  # what it leaves there, test sees
-            self.start(name, ["-m", "course", "grade", *args],
+            self.start(name, ["-m", "course", "grade", *args, *TRUSTED],
                        {**env, **own_tmp, differential.CACHE_ENV: str(self.cache)} if name == "poisoned"
                        else {**env, **own_tmp})
+        self.isolation(env)
         self.start("check_malformed", ["-m", "course", "check", "07", "--impl", str(self.judged["check"]),
                                        "--json", "results/check.json"], env)
         self.start("judge_fails", ["-c", JUDGE_FAILS_ON_BOOM, "07", str(self.judged["boom"]), "--jobs", "1",
-                                   "--json", "judge_fails.json"], env)
+                                   "--json", "judge_fails.json", *TRUSTED], env)
         self.zombies = ZombieWatch(self.children["spoof"].pid)
+
+    def isolation(self, env: dict[str, str]) -> None:
+        """The grades of issue 23's isolation: a secret in a file, keyrings (sandboxed and not), a re-forking
+        chain without the sandbox (under a guard that ends whatever outlives the grade, after looking)."""
+        self.start("secret_file", ["-m", "course", "grade", "07", str(self.seeded), "--seed-file", str(self.secret_file),
+                                   "--json", "secret_file.json", "--results", "results/secret_file", *TRUSTED], env)
+        self.keyring = self.workspace / "keyring"
+        write(self.keyring / "a_keys", in_the_loop(WRONG, PROBE_KEYS_AND_THE_JUDGE))
+        write(self.keyring / "b_receiver", STUB + RECEIVE_A_MODULE)
+        self.grader_key = keyrings.add_key(GRADER_KEY, GRADER_PAYLOAD, keyrings.SESSION) if keyrings.known() else -1
+        for name, mode in (("keyring", []), ("keyring_trusted", ["--no-sandbox", "--trusted"])):
+            self.start(name, ["-m", "course", "grade", "07", str(self.keyring), "--jobs", "1", "--json", f"{name}.json",
+                              "--results", f"results/{name}", *(mode or TRUSTED)], env)
+        self.chain_lock = self.workspace / "chain.lock"
+        write(self.workspace / "reforks" / "chain", REFERENCE + re_forking_chain(self.chain_lock))
+        self.start("reforks", ["-c", GUARD, str(self.chain_lock), str(self.workspace / "reforks.lock-state"), "07",
+                               str(self.workspace / "reforks"), "--no-sandbox", "--trusted", "--jobs", "1",
+                               "--json", "reforks.json"], env)
 
     def start(self, name: str, args: list[str], env: dict[str, str]) -> None:
         with (self.workspace / f"{name}.out").open("w") as out, (self.workspace / f"{name}.err").open("w") as err:
@@ -237,6 +262,10 @@ class Grades:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, 9)
             child.wait()
+        for description in (GRADER_KEY, HANDOFF):  # (the test's key, and any a submission left behind)
+            for key in keyrings.find(description):
+                for keyring in keyrings.KEYRINGS:
+                    keyrings.unlink(key, keyring)
         # A grade stopped before its clean-up (a test run with -k, a failure) leaves the submissions' deep
         # trees in its scratch directory; pytest's own remover recurses and would fail on them in a later run.
         judge_processes.remove_tree(self.scratch)
@@ -244,9 +273,11 @@ class Grades:
 
 def plan_feature(plan: dict) -> tuple | None:
     """What a loop can see of a generated plan in its first step: the number of calls in the first
-    answer and `max_steps` (only plans with a small explicit bound: the fixed scenarios use 1 and 32)."""
+    answer and `max_steps` (only plans with a small explicit bound: the fixed scenarios use 1 and 32),
+    where that answer reaches the loop as a `toolUse` message (not a stream that fails, nor after an abort)."""
     steps, bound = plan.get("steps") or [], plan.get("maxSteps")
-    if not steps or not isinstance(bound, int) or not 2 <= bound <= 31:
+    if not steps or not isinstance(bound, int) or not 2 <= bound <= 31 or plan.get("abortBeforeStart") \
+            or steps[0].get("stopReason") != "toolUse":
         return None
     return len(steps[0].get("calls", [])), bound
 
@@ -815,9 +846,10 @@ def test_no_sandbox_is_left_a_zombie(grades):
 def test_a_daemon_without_the_judges_mark_ends_with_its_submission(grades):
     code, out = grades.result("daemon")
     assert code == 0, out
-    # Graded with --no-sandbox: said once, on stderr (the table on stdout stays the table).
+    # Graded with --no-sandbox: said once, on stderr, with what does not hold (the table on stdout stays the table).
     warned = (grades.workspace / "daemon.err").read_text(encoding="utf-8")
-    assert warned.count("course grade: --no-sandbox: each submission runs as your user") == 1, warned
+    assert warned.count("course grade: --trusted, --no-sandbox: these guarantees of the README do not hold") == 1, warned
+    assert all(f"  - {gap}\n" in warned for gap in grade.UNSANDBOXED), warned
     assert "--no-sandbox" not in grades.printed("daemon")
     rows = grades.table("daemon")
     assert (rows["a_daemon"]["status"], rows["b_probe"]["status"]) == ("pass", "pass")
@@ -875,3 +907,208 @@ def test_chapter_06_is_graded_with_the_loop_its_plans_run_in(grades):
     """A graded copy holds chapter 07's reference loop (not chapter 06's answer): the reference passes every section."""
     row = grades.table("chapter06")["reference"]
     assert (row["status"], row["passed"], row["total"]) == ("pass", 20, 20), row
+
+
+# --- Issue 23: secrets a submission cannot reach, and nothing that outlives a grade without the sandbox.
+
+LONG_SECRET = secrets.token_hex(16)
+"""A grading secret of 128 bits, given in a file (--seed-file)."""
+GRADER_KEY = f"grader-{MARK}"
+GRADER_PAYLOAD = f"keyring-{secrets.token_hex(8)}".encode()
+"""A key the grader's session keyring holds (as a login shell's or a service's would): no submission reads it."""
+HANDOFF = f"handoff-{MARK}"
+"""The key a submission leaves its module in, for a later one to run as its own."""
+KEYRINGS_SOURCE = (Path(__file__).parent / "keyrings.py").read_text(encoding="utf-8")
+# In the loop: everything a submission may try on the grader's keys and on the judge's memory, each
+# result the kernel's (minus errno on failure), printed (the loop is wrong, so its output is shown).
+PROBE_KEYS_AND_THE_JUDGE = f'''
+import ctypes as _ct, json as _json, os as _o
+_k = {{}}
+exec({KEYRINGS_SOURCE!r}, _k)
+_found = {{}}
+_grader = [_k["search"]({GRADER_KEY!r}, _ring) for _ring in _k["KEYRINGS"]]
+_found["search the grader's key"] = _grader
+_found["read it"] = [repr(_k["read"](_key)) for _key in _grader if _key > 0]
+_found["revoke it"] = [_k["revoke"](_key) for _key in _grader if _key > 0]
+_found["list the session keyring"] = repr(_k["read"](_k["SESSION"]))
+_found["leave a module behind"] = [_k["add_key"]({HANDOFF!r}, __import__("zlib").compress(open(__file__, "rb").read()),
+                                                 _ring) for _ring in _k["KEYRINGS"]]
+_libc = _ct.CDLL(None, use_errno=True)
+_attached = _libc.ptrace(16, _o.getppid(), 0, 0)  # PTRACE_ATTACH to the judge (or the sandbox's init)
+_found["ptrace the judge"] = _attached if _attached >= 0 else -_ct.get_errno()
+if _attached >= 0:
+    _libc.ptrace(17, _o.getppid(), 0, 0)  # (PTRACE_DETACH: the judge must go on)
+class _Iovec(_ct.Structure):
+    _fields_ = [("base", _ct.c_void_p), ("size", _ct.c_size_t)]
+_mine, _into = _ct.create_string_buffer(b"12345678"), _ct.create_string_buffer(8)
+for _what, _pid in (("read own memory", _o.getpid()), ("read the judge's memory", _o.getppid())):
+    _read = _libc.process_vm_readv(_pid, _ct.byref(_Iovec(_ct.addressof(_into), 8)), 1,
+                                   _ct.byref(_Iovec(_ct.addressof(_mine), 8)), 1, 0)
+    _found[_what] = _read if _read >= 0 else -_ct.get_errno()
+print("EVIDENCE", _json.dumps(_found))
+'''
+# At import: a stub that runs, as its own, a module some earlier submission left in a keyring.
+RECEIVE_A_MODULE = f'''
+_k = {{}}
+exec({KEYRINGS_SOURCE!r}, _k)
+for _key in _k["find"]({HANDOFF!r}):
+    exec(__import__("zlib").decompress(_k["read"](_key)).decode("utf-8"), globals())
+    break
+'''
+# In the loop: looks for the grading secret everywhere a process can look (its command line, environment,
+# plans, and every process's command line and environment it can see), once.
+FIND_SECRET = f'''
+global _LOOKED
+try:
+    _LOOKED
+except NameError:
+    import os as _o, sys as _s
+    _LOOKED, _places = True, []
+    if {LONG_SECRET!r} in " ".join(_s.argv) or any({LONG_SECRET!r} in _v for _v in _o.environ.values()):
+        _places.append("its own command line or environment")
+    for _arg in _s.argv:
+        if _arg.startswith("--course-plans=") and {LONG_SECRET!r} in open(_arg[15:], errors="replace").read():
+            _places.append("its plans")
+    for _pid in filter(str.isdigit, _o.listdir("/proc")):
+        for _name in ("cmdline", "environ"):
+            try:
+                if {LONG_SECRET.encode()!r} in open(f"/proc/{{_pid}}/{{_name}}", "rb").read():
+                    _places.append(f"/proc/{{_pid}}/{{_name}}")
+            except OSError:
+                pass
+    print("EVIDENCE secret found in:", _places)
+'''
+# Runs `course grade` as a subreaper: whatever outlives the grade is re-parented here. After the grade, it
+# says whether the re-forking chain still holds its lock (it holds it while any process of it lives), and
+# then ends everything left, following each new child until none is left, so that no test leaves it running.
+GUARD = r'''
+import ctypes, fcntl, os, signal, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+lock, report = sys.argv[1], sys.argv[2]
+code = subprocess.call([sys.executable, "-m", "course", "grade", *sys.argv[3:]])
+held = os.open(lock, os.O_RDWR | os.O_CREAT)
+try:
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    state = "free"
+except BlockingIOError:
+    state = "held"
+open(report, "w").write(state)
+while True:
+    tasks = f"/proc/{os.getpid()}/task"
+    children = [int(pid) for task in os.listdir(tasks) for pid in open(f"{tasks}/{task}/children").read().split()]
+    if not children:
+        break
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, os.WNOHANG)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+sys.exit(code)
+'''
+
+
+def re_forking_chain(lock: Path) -> str:
+    """At import: a process that holds `lock`, wipes its environment (the judge's mark) and keeps forking
+    into a new session, each parent ending at once, for ever."""
+    chain = "import os\nwhile True:\n    if os.fork():\n        os._exit(0)\n    os.setsid()\n"
+    return f'''
+import fcntl as _fcntl, os as _os, sys as _sys
+if _os.fork() == 0:
+    _held = _os.open({str(lock)!r}, _os.O_RDWR | _os.O_CREAT)
+    _fcntl.flock(_held, _fcntl.LOCK_EX)
+    _os.set_inheritable(_held, True)
+    _os.execve(_sys.executable, [_sys.executable, "-c", {chain!r}, "chain-{MARK}"], {{}})
+'''
+
+
+def evidence(grades: Grades, run: str, submission: str) -> list[str]:
+    """The EVIDENCE lines a submission printed in its scenarios (as its results file holds them)."""
+    tests = results_of(grades, run, submission)["tests"]
+    return sorted({line for test in tests for line in (test["output"] or "").splitlines() if "EVIDENCE" in line})
+
+
+needs_keyrings = pytest.mark.skipif(not keyrings.known(), reason="this machine's keyctl system call number is not "
+                                    "known to tests/keyrings.py: the keyring tests cannot make keys")
+needs_seccomp = pytest.mark.skipif(confine.filter_program() is None, reason="libseccomp is not installed (Debian "
+                                   "package libseccomp2): without the filter a submission reaches keyrings and ptrace")
+
+
+def keyrings_unreached(grades: Grades, run: str) -> None:
+    """The grade `run` of the keyring submissions: neither reached a key, the judge, or anything of the
+    other's; the grader's key is still there and readable; nothing was left behind."""
+    code, out = grades.result(run)
+    assert code == 0, out
+    assert grades.grader_key > 0, f"the test could not add its own key: {grades.grader_key}"
+    rows = grades.table(run)
+    (line,) = evidence(grades, run, "a_keys")
+    found = json.loads(line.split("EVIDENCE", 1)[1])
+    assert found["search the grader's key"] == [-1] * 3 and found["read it"] == found["revoke it"] == [], found
+    assert found["leave a module behind"] == [-1] * 3, found  # (EPERM: the filter)
+    assert found["list the session keyring"] == "-1", found
+    assert found["ptrace the judge"] == found["read own memory"] == found["read the judge's memory"] == -1, found
+    assert GRADER_PAYLOAD.decode() not in json.dumps(results_of(grades, run, "a_keys"))
+    assert keyrings.read(grades.grader_key) == GRADER_PAYLOAD  # neither revoked nor unlinked
+    assert keyrings.find(HANDOFF) == []
+    receiver = rows["b_receiver"]
+    assert receiver["status"] != "pass" and receiver["points"] < rows["a_keys"]["points"], receiver
+
+
+@needs_bubblewrap
+@needs_keyrings
+@needs_seccomp
+def test_a_sandboxed_submission_reaches_no_keyring_and_hands_nothing_on(grades):
+    keyrings_unreached(grades, "keyring")
+
+
+@needs_keyrings
+@needs_seccomp
+def test_without_the_sandbox_the_keyrings_and_the_judges_memory_are_out_of_reach_too(grades):
+    keyrings_unreached(grades, "keyring_trusted")
+
+
+@needs_bubblewrap
+def test_no_submission_finds_the_secret_it_is_graded_with(grades):
+    rows = grades.table("secret_file")
+    assert (rows["reference"]["status"], rows["tuned"]["status"]) == ("pass", "fail"), rows
+    assert evidence(grades, "secret_file", "finds_secret") == ["EVIDENCE secret found in: []"]
+    _, said = grades.result("secret_file")
+    assert "bits at the most" not in said, said  # (128 bits, from a file: nothing to warn of)
+    _, said = grades.result("secret")
+    bits = secret.strength(str(grades.seed).encode())  # (`--seed N`, a small number: what the issue's search found)
+    assert f"course grade: the secret holds {bits:.0f} bits at the most: a submission" in said, said
+
+
+def test_a_seed_search_finds_a_short_secret_and_never_a_long_ones_plans(grades, monkeypatch):
+    """The issue's attack: redraw the public strategy for candidate seeds until the plans seen come out.
+    A short secret falls to it; a long one's sections are drawn from HMAC keys no candidate reaches, one
+    section's key telling nothing of another's."""
+    monkeypatch.setattr(differential, "disk_cache", False)
+    module = LOOP.module
+    section = next(iter(differential.judge_scenarios.for_chapter(module).STRATEGIES))
+
+    def search(seen: list[dict]) -> list[int]:
+        return [n for n in range(1, 50) if differential.draw_plans(module, section, seed=n) == seen]
+
+    assert search(differential.draw_plans(module, section, seed=grades.seed)) == [grades.seed]
+    assert search(differential.draw_plans(module, section, seed=LONG_SECRET)) == []
+    key = hmac.new(LONG_SECRET.encode(), f"plans\0{module}\0{section}".encode(), hashlib.sha256).digest()
+    assert differential.section_seed(module, section, LONG_SECRET) == int.from_bytes(key, "big") >= 2**32
+    others = {differential.section_seed(module, other, LONG_SECRET)
+              for other in differential.judge_scenarios.for_chapter(module).STRATEGIES}
+    assert len(others) == len(differential.judge_scenarios.for_chapter(module).STRATEGIES)
+
+
+def test_a_chain_re_forking_into_new_sessions_ends_with_the_grade_without_the_sandbox(grades):
+    code, out = grades.result("reforks")
+    assert code == 0, out
+    assert grades.table("reforks")["chain"]["status"] == "pass"
+    assert (grades.workspace / "reforks.lock-state").read_text() == "free"  # no process of the chain outlived it
+
+
+def test_grading_without_the_sandbox_needs_trusted(grades, tmp_path):
+    refused = subprocess.run([sys.executable, "-m", "course", "grade", "07", str(grades.keyring), "--no-sandbox"],
+                             cwd=grades.course, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert refused.stderr.startswith("course grade: --no-sandbox: without its sandbox a submission runs as your user")
+    assert "with --trusted" in refused.stderr

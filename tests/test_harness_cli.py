@@ -21,7 +21,7 @@ from course.judge import cli, mutants, starter
 from course.judge.index import expected_scenarios
 from course.manifest import CHAPTERS, HARDENING, find_chapter
 from course.judge.session import ChapterRun
-from processes import running_with
+from processes import TRUSTED, running_with
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
 
@@ -222,9 +222,9 @@ def launch(tmp_path_factory) -> Launched:
     launched.collect()
     launched.start("grade", "grade", "07", "submissions", "--timeout", str(GRADE_TIMEOUT), "--scenario-timeout", "8",
                    "--jobs", "4", "--out", "grades.csv", "--json", "grades.json", "--results", "results",
-                   yielding=False)
+                   *TRUSTED, yielding=False)
     launched.start("grade_wall", "grade", "07", "slow_submissions", "--timeout", str(WALL_TIMEOUT),
-                   "--scenario-timeout", "2", "--out", "slow.csv", yielding=False)
+                   "--scenario-timeout", "2", "--out", "slow.csv", *TRUSTED, yielding=False)
     launched.start("wrong", "check", "07", "--impl", "wrong", "--json", "wrong.json")
     launched.start("correct", "check", "07", "--impl", "correct")
     launched.start("tools_once", "check", "07", "--impl", "tools_once", "--json", "tools_once.json")

@@ -184,9 +184,12 @@ def test_a_line_no_kind_describes_is_shown_without_a_guess():
     assert hints.classify("the moon is made of cheese") is None
 
 
-def test_every_section_of_every_chapter_has_a_hint():
-    """Each section a chapter's tests mark (and each generated-scenario section) has steps 1 and 2."""
-    for chapter in CHAPTERS:
+def test_every_section_of_every_chapter_with_hints_has_a_hint():
+    """Each section a chapter's tests mark (and each generated-scenario section) has steps 1 and 2, in every
+    chapter that has hints (they are optional: a chapter without them gets the generic steps)."""
+    hinted = [chapter for chapter in CHAPTERS if chapter.number in hints.SECTIONS]
+    assert hinted, "no chapter has hints: this test checks nothing"
+    for chapter in hinted:
         source = (ROOT / chapter.test_file).read_text(encoding="utf-8")
         marked = set(re.findall(r'@pytest\.mark\.section\("([^"]+)"\)', source)) - {HARDENING}
         assert marked and marked <= set(hints.SECTIONS[chapter.number]), chapter.number
@@ -204,6 +207,14 @@ def test_a_chapter_scenario_quotes_the_sentences_it_enforces_where_the_chapter_s
     quote = "「没有工具的 stop 直接结束」 line 110: 局部消息从 [user] 变成 [user, assistant]，模型调用次数和 steps 都是 1。"
     steps = hints.hint_steps("07", "纯文本 stop", [], None, enforces=[quote])
     assert steps[1].startswith(f"This scenario enforces:\n  {quote}\nRead chapter 07, section 「没有工具的 stop 直接结束」")
+
+
+def test_a_chapter_without_hints_gets_the_generic_steps():
+    steps = hints.hint_steps("99", "basics", [], {"section": "value", "index": 2, "expected": "1", "got": "2"},
+                             purpose="the answer is 1")
+    assert steps[0] == "This scenario belongs to section basics of chapter 99.\nThis scenario: the answer is 1"
+    assert steps[1] == "Read the section of chapter 99 that the scenario's section names (basics)."
+    assert steps[2] == "first divergence in value, line 2:\n  expected: 1\n  got:      2"
 
 
 @pytest.mark.skipif(not CHAPTER_TEXT.is_file(), reason="the chapter 07 text is not on this machine")

@@ -18,7 +18,8 @@ import pytest
 from course.judge import mutants
 from course.judge import starter as course_starter
 from course.judge.cli import main
-from course.manifest import CHAPTERS, HARDENING, find_chapter
+from course import manifest
+from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
 
 VARIANTS = [pytest.param(c, v, id=f"{c.number}-{v.name}") for c in CHAPTERS for v in mutants.variants(c)]
 # What a loop that runs the tools of a `length` answer shows: the evidence diagnosis reads (kept in the
@@ -38,11 +39,54 @@ def gallery():
     return mutants.run_gallery(CHAPTERS)
 
 
-def test_every_chapter_has_a_gallery_with_distinct_names():
-    for chapter in CHAPTERS:
+GALLERIED = [c for c in CHAPTERS if mutants.gallery(c) is not None]
+"""The chapters with a gallery of known mistakes (optional: a chapter without one is skipped by the gate)."""
+
+
+def test_every_gallery_has_distinct_names():
+    assert GALLERIED, "no chapter has a gallery: the tests below check nothing"
+    for chapter in GALLERIED:
         names = [v.name for v in mutants.variants(chapter)]
         assert names[0] == "starter" and len(names) > 1, chapter.number
         assert len(set(names)) == len(names), f"chapter {chapter.number} repeats a variant name"
+
+
+@pytest.fixture
+def chapter_without_gallery(monkeypatch, tmp_path):
+    """A chapter 99 in the catalogue with a checkpoint and tests but nothing optional (no gallery, no
+    signatures, no hints, no generated plans), in a copy of the course's files."""
+    chapter = Chapter("99", "ch99_nothing_optional", "A chapter with nothing optional", ("answer",))
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / f"{chapter.module}.py").write_text("def answer():\n    return 42\n")
+    (tmp_path / "tests").mkdir()
+    for c in CHAPTERS:
+        (tmp_path / c.test_file).write_text("")
+    (tmp_path / chapter.test_file).write_text("def test_answer():\n    pass\n")
+    monkeypatch.setattr(mutants, "REPO", tmp_path)
+    with_it = [*CHAPTERS, chapter]
+    monkeypatch.setattr(manifest, "CHAPTERS", with_it)  # (what find_chapter reads)
+    monkeypatch.setattr(mutants, "CHAPTERS", with_it)
+    return chapter
+
+
+def test_the_gate_skips_a_chapter_without_a_gallery_with_a_clear_line(chapter_without_gallery, capsys):
+    assert mutants.gallery(chapter_without_gallery) is None
+    assert [v.name for v in mutants.variants(chapter_without_gallery)] == ["starter"]
+    assert mutants.run_gallery([chapter_without_gallery]) == []
+    assert main(["mutants", "99"]) == 0
+    assert capsys.readouterr().out == (
+        "Chapter 99 — A chapter with nothing optional: skipped, no gallery of known mistakes "
+        "(course/judge/gallery/ch99_nothing_optional.py); add one to have its tests held to them\n\n")
+    assert mutants.diagnose("99", {"test_answer": "failed: AssertionError"}) == []
+
+
+def test_a_gallery_that_fails_to_import_is_an_error_not_a_chapter_without_one(monkeypatch):
+    def fails(name, *args, **kwargs):  # the gallery is there, but imports a module that is not
+        raise ModuleNotFoundError("No module named 'hypothetical'", name="hypothetical")
+
+    monkeypatch.setattr(mutants.importlib, "import_module", fails)
+    with pytest.raises(ModuleNotFoundError, match="hypothetical"):
+        mutants.gallery(find_chapter("07"))
 
 
 @pytest.mark.parametrize(("chapter", "variant"), VARIANTS)
@@ -114,9 +158,9 @@ def test_the_starter_keeps_the_interface_and_implements_nothing(chapter, monkeyp
 @pytest.mark.gate
 def test_every_variant_is_killed(gallery):
     survivors = [o for o in gallery if not o.killed]
-    tables = "\n".join(mutants.render_table(c, [o for o in gallery if o.chapter == c.number]) for c in CHAPTERS)
+    tables = "\n".join(mutants.render_table(c, [o for o in gallery if o.chapter == c.number]) for c in GALLERIED)
     assert not survivors, f"variants the tests do not catch:\n{tables}"
-    assert {o.chapter for o in gallery} == {c.number for c in CHAPTERS}
+    assert {o.chapter for o in gallery} == {c.number for c in GALLERIED}
 
 
 @pytest.mark.gate
@@ -140,7 +184,7 @@ def test_a_stale_signature_or_an_unnamed_variant_is_a_gallery_problem():
 
 def test_every_variant_has_a_stored_signature():
     stored = mutants.load_signatures()
-    for chapter in CHAPTERS:
+    for chapter in GALLERIED:
         assert set(stored.get(chapter.number, {})) == {v.name for v in mutants.variants(chapter)}, \
             f"chapter {chapter.number}'s gallery changed: run `course mutants --write-signatures`"
 
@@ -158,8 +202,8 @@ def test_without_a_chapter_the_command_judges_every_chapter_and_fails_on_any_sur
 
     def fake_gallery(chapters, **options):  # the last chapter's first mistake survives
         judged.extend(c.number for c in chapters)
-        return [mutants.Outcome(c.number, v.name, [] if (c, i) == (CHAPTERS[-1], 1) else ["TestX::test_y"], 3)
-                for c in chapters for i, v in enumerate(mutants.variants(c))]
+        return [mutants.Outcome(c.number, v.name, [] if (c, i) == (GALLERIED[-1], 1) else ["TestX::test_y"], 3)
+                for c in chapters if mutants.gallery(c) for i, v in enumerate(mutants.variants(c))]
 
     monkeypatch.setattr(mutants, "run_gallery", fake_gallery)
     assert main(["mutants"]) == 1
@@ -167,7 +211,7 @@ def test_without_a_chapter_the_command_judges_every_chapter_and_fails_on_any_sur
     out = capsys.readouterr().out
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("Chapter ")] == \
         [f"Chapter {c.number} — {c.title}" for c in CHAPTERS]
-    assert re.search(rf"^{mutants.variants(CHAPTERS[-1])[1].name} +SURVIVED \(3 tests passed\)$", out, re.MULTILINE)
+    assert re.search(rf"^{mutants.variants(GALLERIED[-1])[1].name} +SURVIVED \(3 tests passed\)$", out, re.MULTILINE)
 
 
 def test_the_command_passes_when_every_variant_is_killed(capsys):

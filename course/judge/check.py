@@ -14,7 +14,7 @@ from pathlib import Path
 
 from course.judge import contracts, mutants
 from course.judge.report import Report, enforces
-from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, rerun_command
+from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, reference_oracle, rerun_command
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
@@ -138,10 +138,17 @@ def import_message(run: ChapterRun, inside: str | None = None) -> str:
     return "; ".join(f"{where(e)}: {str(e.get('problem'))[:300]}" for e in run.import_errors)
 
 
+def nothing_to_judge(chapter: Chapter) -> str:
+    """Why a chapter has no scenario to judge: the judge knows a scenario by its stored snapshots."""
+    return (f"chapter {chapter.number} has no scenario to judge: no stored snapshot in {chapter.snapshot_dir}/ and "
+            f"no generated section (an instructor writes the snapshots with `course snapshots update {chapter.number}`)")
+
+
 def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,
-              timeout: float | None = None, hardening: bool = False,
-              seed: int | None = None) -> tuple[ChapterRun, mutants.Diagnosis]:
-    """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis."""
+              timeout: float | None = None, hardening: bool = False, seed: int | None = None,
+              oracle: tuple[dict, dict] = (None, None)) -> tuple[ChapterRun, mutants.Diagnosis]:
+    """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis. `oracle`: the
+    generated plans and the reference's renderings of them (session.reference_oracle), if computed already."""
     root = course_root()
     if not quiet:
         print(f"Chapter {chapter.number} — {chapter.title}")
@@ -166,11 +173,13 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
 
     run = judge_chapter(chapter, str(Path(implementation).resolve()) if implementation else None, root=root,
                         chain=chain, on_verdict=show, progress=run_state, timeout=timeout or SCENARIO_TIMEOUT,
-                        hardening=hardening, seed=seed)
+                        hardening=hardening, seed=seed, plans=oracle[0], wanted=oracle[1])
     if not quiet and run.import_errors and not reported_imports:
         print_import_errors(run)
-    if not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
-                                                   and v.problem.startswith("no record") for v in run.verdicts):
+    if not quiet and not run.verdicts and not run.import_errors:
+        print(nothing_to_judge(chapter))
+    elif not quiet and not run.import_errors and all(v.status in ("error", "not run") and v.problem
+                                                     and v.problem.startswith("no record") for v in run.verdicts):
         print("the test process stopped before any scenario ran; its last words:")
         print("\n".join("  " + printable(line) for line in run.output_tail.rstrip().splitlines()[-15:]))
     found = diagnosis(chapter, run, implementation, chain)
@@ -225,6 +234,7 @@ def check(args: argparse.Namespace) -> int:
                            hardening=getattr(args, "hardening", False), seed=getattr(args, "seed", None))
     if args.json:
         report = results_json(chapter, run, implementation, args.chain, course_root(), found)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # as `course grade --results` makes its folder
         Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return 0 if run.passed else 1
 
@@ -242,9 +252,12 @@ def status(args: argparse.Namespace) -> int:
     implementation = default_implementation(args.impl)
     print(f"implementation: {shown(implementation) if implementation else 'the reference (no student code)'}\n",
           flush=True)
+    oracles = {c.number: reference_oracle(c, course_root(), hardening=getattr(args, "hardening", False))
+               for c in CHAPTERS}  # (before the threads: see there)
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = list(pool.map(lambda c: run_check(c, implementation, args.chain, quiet=True,
-                                                 hardening=getattr(args, "hardening", False))[0], CHAPTERS))
+                                                 hardening=getattr(args, "hardening", False),
+                                                 oracle=oracles[c.number])[0], CHAPTERS))
     rows = []
     for chapter, run in zip(CHAPTERS, runs):
         code = "yours" if yours(chapter, implementation) else "reference"
@@ -292,7 +305,8 @@ def register(commands) -> None:
     implementation_options(check_parser)
     check_parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     check_parser.add_argument("--timeout", type=float, default=None, metavar="S",
-                              help="seconds one scenario may take before it is stopped (default 10)")
+                              help="seconds of its own time one scenario may take before it is stopped: CPU time, and "
+                                   "time blocked, not time waiting for a busy CPU (default 10)")
     hardening_option(check_parser)
     check_parser.add_argument("--seed", type=int, default=None, metavar="N",
                               help="judge the generated plans drawn from seed N instead of the published ones")

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from course.judge import check, extras, grade, hints, mutants, snapshots, starter, watch
+from course.judge import check, extras, grade, hints, mutants, new_chapter, snapshots, starter, watch
 
 # `course demo --workspace` without a DIR: a temporary workspace holding the chapter's README.md.
 TEMPORARY_WORKSPACE = ""
@@ -38,7 +38,7 @@ def register(commands) -> None:
 
 # Each command module has `register(commands)`, adding its subcommand; this list is the CLI.
 COMMANDS = [register, starter.register, check.register, watch.register, hints.register, snapshots.register,
-            grade.register, mutants.register]
+            grade.register, mutants.register, new_chapter.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

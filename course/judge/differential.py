@@ -3,8 +3,9 @@
 Plans come from each chapter's Hypothesis strategies (`course.judge.scenarios`). The `default`
 profile draws a fixed number per section from a fixed seed, so plain pytest, `course check` and
 `course grade` see the same plans every time and a failure reproduces by running the same command;
-`long` draws many more from a fresh seed (printed, to rerun the same hunt). `course grade --seed N`
-draws the default number from seed N: plans nobody has seen.
+`long` draws many more from a fresh seed (printed, to rerun the same hunt). `course grade --seed TEXT`
+(or `--seed-file`) draws the default number from each section's key of that secret: plans nobody
+has seen (`course.judge.secret`).
 
 Plain pytest judges in its own process (`compare_section`), where Hypothesis also shrinks a failing
 plan to a small one. `course check` and `course grade` judge records (`expected_renders` and
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from course.judge import scenarios as judge_scenarios
+from course.judge import secret
 from course.judge.render import render_record
 from course.judge.timeline import first_divergence
 from course.recorder import impl
@@ -55,11 +57,15 @@ def profile() -> tuple[str, int | None]:
     return name, int(os.environ.get(SEED_ENV) or random.randrange(2**32))
 
 
-def section_seed(module: str, section: str, seed: int | None) -> int:
-    """The seed of one section's plans: fixed per section unless a seed is given. (A chapter's `SEED_KEYS`
-    may name another section's seed for one: a section renamed keeps the plans it drew.)"""
+def section_seed(module: str, section: str, seed: str | bytes | int | None) -> int:
+    """The seed of one section's plans: fixed per section (public), or with a grading secret the section's
+    own key (HMAC-SHA256 of the secret with the chapter and section): its plans tell nothing about the
+    secret or another section's. (A chapter's `SEED_KEYS` may name another section's key for one: a section
+    renamed keeps the plans it drew.)"""
     key = getattr(judge_scenarios.for_chapter(module), "SEED_KEYS", {}).get(section, section)
-    return zlib.crc32(f"{module}:{key}:{0 if seed is None else seed}".encode())
+    if seed is None:
+        return zlib.crc32(f"{module}:{key}:0".encode())
+    return int.from_bytes(secret.derive(seed, "plans", module, key), "big")
 
 
 def examples(module: str, section: str, multiplier: int = 1) -> int:
@@ -148,9 +154,10 @@ def _cached(what: str, key: str, compute: Callable[[], list]) -> list:
     return value
 
 
-def draw_plans(module: str, section: str, *, seed: int | None = None, multiplier: int = 1) -> list[dict]:
-    """The plans a section's test runs: the same list wherever it is drawn, for the same seed."""
-    return _cached("plans", f"{module} {section} {seed} {multiplier}",
+def draw_plans(module: str, section: str, *, seed: str | bytes | int | None = None, multiplier: int = 1) -> list[dict]:
+    """The plans a section's test runs: the same list wherever it is drawn, for the same seed (or secret)."""
+    # (The cache's key holds no secret: the section's seed, which is derived from it.)
+    return _cached("plans", f"{module} {section} {section_seed(module, section, seed)} {multiplier}",
                    lambda: _draw_plans(module, section, seed=seed, multiplier=multiplier))
 
 
@@ -167,7 +174,7 @@ def pinned_plans(module: str, section: str) -> list[dict]:
     return [entry["plan"] for entry in entries]
 
 
-def _draw_plans(module: str, section: str, *, seed: int | None, multiplier: int) -> list[dict]:
+def _draw_plans(module: str, section: str, *, seed: str | bytes | int | None, multiplier: int) -> list[dict]:
     from hypothesis import given
     from hypothesis import seed as with_seed
 

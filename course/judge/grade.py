@@ -6,7 +6,7 @@ where installed, with limits on memory, CPU, processes, file size and time. The 
 records; this process, which never imports student code, judges every scenario from the records
 against the stored snapshots and the reference's own runs of the generated plans
 (`course.judge.session`). A scenario without a record is an error whatever the child's exit code.
-`--seed N` adds generated plans nobody has seen. `--shard K/N` grades one of N slices of the class
+`--seed SECRET` (or `--seed-file`) adds generated plans nobody has seen. `--shard K/N` grades one of N slices of the class
 and `course grade merge` joins the slices' results into the same table.
 """
 
@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from course.judge import differential, processes
+from course.judge import cgroups, confine, differential, processes, secret
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
 from course.judge.sandbox import MARK, Sandbox, SubmissionRefused, bubblewrap, knows_size
@@ -159,6 +159,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         except Exception as error:
             return Grade(folder.name, "error", problem=f"the judge failed on its records: {said(error)}")
         finally:
+            sandbox.close()
             processes.end_marked(MARK, token)  # whatever it started and left behind
             processes.end_orphans()  # and what left its parents, the judge's mark and its session behind
     if report is not None:
@@ -236,32 +237,23 @@ def grade(args: argparse.Namespace) -> int:
         print(f"course grade: {root_dir} holds no submission folders" + (" in this shard" if args.shard else ""))
         return 1
     root = course_root()
+    try:
+        grading_secret = secret.read(args.seed, args.seed_file)
+    except ValueError as error:
+        print(f"course grade: {error}")
+        return 2
+    isolate = sandbox_mode(args)
+    if isolate is None:
+        return 2
+    warning = secret.warning(grading_secret, args.seed is not None) if grading_secret is not None else None
+    if warning:
+        print(f"course grade: {warning}", file=sys.stderr)
     processes.become_subreaper()
-    isolate = not args.no_sandbox
-    if not isolate:
-        print("course grade: --no-sandbox: each submission runs as your user, with the resource limits and the "
-              "copy only: it can read and write what you can, read this command's line (--seed) and environment, "
-              "and end it. Grade untrusted code only with the sandbox.", file=sys.stderr)
-    elif bubblewrap() is None:
-        print("course grade: bubblewrap (bwrap) is not installed: each submission runs in a throwaway copy with "
-              "resource limits, but as your user, able to read and write what you can (apt-get install bubblewrap)")
-    elif not knows_size(bubblewrap()):
-        print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private /tmp "
-              "and HOME are not bounded in size (and its /dev/shm is read-only)")
-    # The plans and the reference's runs of them are computed here, once per grade, in memory, and shared
-    # by every submission: never read from the disk cache, which any student code `course check` ran
-    # (without a sandbox, as this user) could have rewritten. (Half a second for chapter 07's.)
-    differential.disk_cache = False
-    seeds = [None] if args.seed is None else [None, args.seed]
     hardening = chapter.hardening_weight if args.hardening is None else args.hardening
     if hardening < 0:
         print(f"course grade: --hardening {hardening:g}: the hardening track's weight is 0 (left out) or more")
         return 2
-    expected = [e for e in expected_scenarios(chapter, root) if e.generated and (hardening > 0 or e.track != HARDENING)]
-    plans = {e.generated: [p for s in seeds for p in differential.draw_plans(chapter.module, e.generated, seed=s)]
-             for e in expected}
-    wanted = {key: differential.expected_renders(chapter.module, key, section_plans)
-              for key, section_plans in plans.items()}
+    plans, wanted = graded_plans(chapter, root, grading_secret, hardening=hardening > 0)
     results = Path(args.results) if args.results else None
     if results is not None:
         results.mkdir(parents=True, exist_ok=True)
@@ -282,7 +274,71 @@ def grade(args: argparse.Namespace) -> int:
             raise
         finally:
             processes.end_strays()
+            processes.end_orphans()  # (what a stray left behind: this process is their subreaper)
+    if cgroups.isolation_gap():
+        print(f"course grade: {cgroups.isolation_gap()}", file=sys.stderr)
     return finish(chapter, grades, args, shown)
+
+
+def graded_plans(chapter: Chapter, root: Path, grading_secret: bytes | None,
+                 hardening: bool = False) -> tuple[dict, dict]:
+    """Every generated section's plans (the published ones, then the secret's) and the reference's runs of them:
+    the chapter track's, and the hardening track's when `hardening` grades it too.
+
+    Computed here, once per grade, in memory, and shared by every submission: never read from the disk
+    cache, which any student code `course check` ran (without a sandbox, as this user) could have
+    rewritten. (Half a second for chapter 07's.)"""
+    differential.disk_cache = False
+    seeds = [None] if grading_secret is None else [None, grading_secret]
+    expected = [e for e in expected_scenarios(chapter, root) if e.generated and (hardening or e.track != HARDENING)]
+    plans = {e.generated: [p for s in seeds for p in differential.draw_plans(chapter.module, e.generated, seed=s)]
+             for e in expected}
+    wanted = {key: differential.expected_renders(chapter.module, key, section_plans)
+              for key, section_plans in plans.items()}
+    return plans, wanted
+
+
+def sandbox_mode(args: argparse.Namespace) -> bool | None:
+    """Whether submissions run in bubblewrap's sandbox; None when they may not run at all: without the
+    sandbox (not installed, or --no-sandbox) only code the grader trusts is graded (--trusted), and
+    every such run says which of the README's guarantees do not hold."""
+    if not args.no_sandbox and bubblewrap() is not None:
+        if not knows_size(bubblewrap()):
+            print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private "
+                  "/tmp and HOME are not bounded in size (and its /dev/shm is read-only)")
+        for gap in confine.missing():
+            print(f"course grade: {gap}", file=sys.stderr)
+        return True
+    why = "--no-sandbox" if args.no_sandbox else "bubblewrap (bwrap) is not installed"
+    if not args.trusted:
+        print(f"course grade: {why}: without its sandbox a submission runs as your user and can read and change what "
+              "you can, the answers and the other submissions included. Grade untrusted code with bubblewrap "
+              "(apt-get install bubblewrap); code you trust, with --trusted.", file=sys.stderr)
+        return None
+    print(f"course grade: --trusted, {why}: these guarantees of the README do not hold in this grade:", file=sys.stderr)
+    for gap in [*UNSANDBOXED, *confine.missing()]:
+        print(f"  - {gap}", file=sys.stderr)
+    confine.shield_judge()
+    return False
+
+
+UNSANDBOXED = (
+    "the submission never sees the answers: it runs as your user and can read the checkout (the chapter's "
+    "reference, its snapshots, the judge) and the other submissions",
+    "it cannot change the checkout, the snapshots or another submission, nor write outside its sandbox: it "
+    "writes wherever you can, and its /tmp and HOME are on your disk, of no bounded size",
+    "it has no network: it has yours",
+    "it sees none of your processes: it sees them all, reads this command's line (a --seed given there: use "
+    "--seed-file) and, graded as root, the judge's environment and memory through /proc; it can stop or end the "
+    "judge (no table is written) and, under --jobs 2 or more, another submission's run",
+    "System V IPC objects and /dev/shm files it makes end with it: they outlive the grade",
+    "everything it starts ends with its process namespace: the judge ends what it finds instead (its own "
+    "children, followed until none is left), so a process that forks faster than the judge ends it could outlive "
+    "the grade",
+)
+"""The README's guarantees of a graded submission that need bubblewrap's sandbox, as a grade without it
+says they do not hold. (Its limits, the copy without the answers, its environment of its own, a fresh
+session keyring and the seccomp filter hold all the same.)"""
 
 
 def short_name(name: str, digits: int = 8) -> str:
@@ -393,16 +449,23 @@ def register(commands) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE (what `grade merge` reads)")
     parser.add_argument("--results", metavar="DIR", help="write each submission's results (per scenario) to DIR/NAME.json "
                         "(a long or unprintable NAME shortened as the table shows it)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per submission in all (default 60)")
-    parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds per scenario (default 10)")
-    parser.add_argument("--seed", type=int, default=None, help="add generated plans drawn from this secret seed")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds of its own time per submission in all (CPU time, and time blocked; not time "
+                             "waiting for a busy CPU), default 60")
+    parser.add_argument("--scenario-timeout", type=float, default=10.0, help="seconds of its own time per scenario (default 10)")
+    parser.add_argument("--seed", metavar="SECRET", default=None,
+                        help="add generated plans drawn from this secret (128 bits or more: 32 hex digits)")
+    parser.add_argument("--seed-file", metavar="FILE", default=None,
+                        help="--seed, read from FILE (so that it is not on the command line)")
+    parser.add_argument("--trusted", action="store_true",
+                        help="grade without bubblewrap's sandbox (not installed, or --no-sandbox): trusted code only")
     parser.add_argument("--hardening", type=float, default=None, metavar="WEIGHT",
                         help=f"also grade the hardening track ({BEYOND}: beyond the chapter), worth WEIGHT points "
-                             "besides the sections' (default: the manifest's hardening_weight, 0: left out); "
+                             "besides the sections' (default: the catalogue's hardening_weight, 0: left out); "
                              "it never decides the status")
     parser.add_argument("--shard", metavar="K/N", help="grade only the K-th of N slices of the submissions")
     parser.add_argument("--jobs", type=int, default=None, help="submissions at a time (default: the cores)")
-    parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap even where installed")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run without bubblewrap even where installed (needs --trusted)")
     parser.set_defaults(handler=_grade_or_merge)
 
 

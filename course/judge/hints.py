@@ -569,6 +569,9 @@ def hint(args: argparse.Namespace) -> int:
     elif run.passed:
         print(f"Every scenario of chapter {chapter.number} passes with {judged}: nothing to hint.")
         return 0
+    elif not run.verdicts and not run.import_errors:
+        print(check.nothing_to_judge(chapter))
+        return 1
     else:
         print(f"Chapter {chapter.number} could not be judged; the test process said:")
         print("\n".join(printable(line) for line in run.output_tail.splitlines()))

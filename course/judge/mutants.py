@@ -28,9 +28,12 @@ import time
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import checkpoints
-from course.judge import starter
+from course.judge import processes, session, starter
+from course.recorder import limits
+from course.recorder.limits import ScenarioTimedOut
 from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
 
 CHAPTER_TRACK = "chapter"
@@ -125,11 +128,34 @@ def reference_source(chapter: Chapter) -> str:
     return (REPO / "checkpoints" / f"{chapter.module}.py").read_text(encoding="utf-8")
 
 
+def gallery_module(chapter: Chapter) -> str:
+    return f"course.judge.gallery.{chapter.module}"
+
+
+def gallery(chapter: Chapter) -> ModuleType | None:
+    """The chapter's gallery of known mistakes (`course/judge/gallery/<module>.py`), or None: a gallery
+    is optional. A gallery that is there but fails to import raises, as any broken module does."""
+    name = gallery_module(chapter)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as missing:
+        if missing.name == name:
+            return None
+        raise
+
+
 def variants(chapter: Chapter) -> list[Mutant | Loop | Starter]:
-    """The starter first, then the chapter's gallery (`course/judge/gallery/<module>.py`, its MUTANTS, then
-    its LOOPS: whole wrong modules)."""
-    gallery = importlib.import_module(f"course.judge.gallery.{chapter.module}")
-    return [Starter(chapter), *gallery.MUTANTS, *getattr(gallery, "LOOPS", [])]
+    """The starter first, then the chapter's gallery, if it has one: its MUTANTS, then its LOOPS (whole wrong
+    modules)."""
+    found = gallery(chapter)
+    return [Starter(chapter), *(found.MUTANTS if found is not None else ()), *getattr(found, "LOOPS", ())]
+
+
+def without_gallery(chapter: Chapter) -> str:
+    """The gate's line for a chapter it skips."""
+    path = gallery_module(chapter).replace(".", "/") + ".py"
+    return (f"Chapter {chapter.number} — {chapter.title}: skipped, no gallery of known mistakes ({path}); "
+            "add one to have its tests held to them")
 
 
 @dataclass
@@ -243,7 +269,9 @@ def _evidence_in_process(item, call) -> str:
                                     broken=broken_lines(str(result.asserted_data)))
     excinfo = call.excinfo
     problem = f"{excinfo.typename}: " if excinfo is not None else ""
-    timeout = excinfo is not None and str(excinfo.value).startswith("Timeout (>")
+    # Its own-time limit (course.recorder.limits) or pytest-timeout's wall-clock backstop stopped it.
+    timeout = excinfo is not None and (isinstance(excinfo.value, ScenarioTimedOut)
+                                       or str(excinfo.value).startswith("Timeout (>"))
     where = _where(excinfo.value, impl.current()) if excinfo is not None else None
     return evidence_key(generated=name.startswith("test_generated["), status="timeout" if timeout else "error",
                         divergence=None, problem=problem, where=where)
@@ -299,26 +327,36 @@ class _Worker:
         self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
         self.reported = 0
-        self.deadline = time.monotonic() + timeout
+        # Its own time (CPU, and time blocked), not the wall clock's: a loaded machine hangs no variant.
+        self.clock = limits.OwnClock(lambda: limits.threads_of([self.process.pid,
+                                                               *processes.descendants(self.process.pid)]))
+        self._since_report()
+
+    def _since_report(self) -> None:
+        self.reported_own, self.reported_wall = self.clock.tick(), time.monotonic()
 
     def poll(self) -> list[Outcome]:
         lines = self.out_file.read_text(encoding="utf-8").splitlines() if self.out_file.exists() else []
         new = [Outcome(**json.loads(line)) for line in lines[self.reported:]]
         if new:
             self.reported = len(lines)
-            self.deadline = time.monotonic() + self.timeout
+            self._since_report()
             del self.queue[: len(new)]
         return new
 
     def stuck(self) -> str | None:
         """Why the variant at the head of the queue will never be reported, or None while all is well."""
+        if self.process.poll() is None and time.monotonic() - self.clock.ticked_at < 0.25:
+            return None  # (its clock reads /proc: a few times a second is enough)
         if self.process.poll() is not None:
             _, stderr = self.process.communicate()
             return f"the worker exited {self.process.returncode}: {stderr.strip()[-300:]}"
-        if time.monotonic() > self.deadline:
+        own, wall = self.clock.tick() - self.reported_own, time.monotonic() - self.reported_wall
+        if own > self.timeout or wall > session.backstop(self.timeout):
             self.process.kill()
             self.process.communicate()
-            return f"timed out after {self.timeout:g} s (the variant hangs the tests)"
+            backstop = "" if own > self.timeout else f" (by the wall-clock backstop, at {wall:.0f} s: the machine is loaded)"
+            return f"timed out after {self.timeout:g} s{backstop} (the variant hangs the tests)"
         return None
 
 
@@ -375,8 +413,8 @@ def run_variants(chosen: list[tuple[Chapter, Mutant | Starter]], *, selection: S
 
 def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, selection: Selection = Selection(),
                 jobs: int = 2, timeout: float = 30) -> list[Outcome]:
-    """Judge the chapters' variants (all, or those named), in gallery order."""
-    chosen = [(c, v) for c in chapters for v in variants(c) if names is None or v.name in names]
+    """Judge the chapters' variants (all, or those named), in gallery order; a chapter without a gallery has none."""
+    chosen = [(c, v) for c in chapters if gallery(c) is not None for v in variants(c) if names is None or v.name in names]
     unknown = sorted(set(names or ()) - {v.name for _, v in chosen})
     if unknown:
         raise LookupError(f"no variant {', '.join(unknown)} in chapter {', '.join(c.number for c in chapters)}")
@@ -618,7 +656,11 @@ def mutants_command(args: argparse.Namespace) -> int:
         print(error, file=sys.stderr)
         return 2
     for chapter in chapters:
-        print(render_table(chapter, [o for o in outcomes if o.chapter == chapter.number]))
+        judged = [o for o in outcomes if o.chapter == chapter.number]
+        if judged or gallery(chapter) is None:  # (a gallery none of whose variants was chosen: nothing to say)
+            print(render_table(chapter, judged) if judged else without_gallery(chapter) + "\n")
+    if not outcomes:
+        return 0  # every chapter chosen was skipped: no gallery, nothing judged, nothing to fail
     if any(not o.killed for o in outcomes):
         return 1
     if args.write_signatures:

@@ -5,7 +5,8 @@ in its own session or not, is re-parented to the judge instead of to init. When 
 the judge ends every process below the child (`end_tree`, whatever its session or environment),
 and then every child of its own it did not start itself (`end_orphans`): those are processes whose
 parents ended, re-parented to the judge — a daemon that left its session and wiped its
-environment, or a sandbox's init left a zombie — and reaps them.
+environment, a sandbox's init left a zombie, a process that keeps forking into new sessions and
+ending — and reaps them, until none is left.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -149,36 +151,80 @@ def end_tree(process) -> None:
         end_orphans()  # what it left behind re-parented to the judge (a sandbox's init, now a zombie)
 
 
+SWEEP_PATIENCE = 60.0
+"""Seconds `end_orphans` follows orphans at the most. A process forking faster than the judge ends its
+children could keep it busy for ever; none seen so far took more than a few milliseconds."""
+
+
+def _own_children() -> list[int]:
+    """This process's children (zombies included): read from its own threads' lists, microseconds where
+    a scan of /proc takes milliseconds (it falls back to that scan where the kernel keeps no such list)."""
+    found: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{os.getpid()}/task")
+    except OSError:
+        threads = []
+    for thread in threads:
+        try:
+            with open(f"/proc/{os.getpid()}/task/{thread}/children", encoding="ascii") as listing:
+                found += [int(pid) for pid in listing.read().split()]
+        except FileNotFoundError:
+            return [pid for pid, parent in _parents().items() if parent == os.getpid()]
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return found
+
+
 def end_orphans() -> list[int]:
-    """End every child of this process that it did not start (`adopt`), and everything below them;
-    reap them. Only for a subreaper that starts its children through `starting`: `course grade`."""
-    ended: list[int] = []
+    """End every child of this process that it did not start (`adopt`), and reap it, until none is left.
+    Only for a subreaper that starts its children through `starting`: `course grade`.
+
+    Ending an orphan makes its own children this process's: the sweep follows them, level after level,
+    and so follows a process that keeps forking into new sessions and leaving its child behind (each
+    round takes microseconds; a fork, a hundred or more). A process that is ended while it forks
+    never gets its child (the kernel abandons the fork)."""
+    ended: dict[int, None] = {}
+    dying: set[int] = set()  # ended, not reaped yet
+    untouchable: set[int] = set()  # (another user's: no signal of this process reaches it)
+    deadline = time.monotonic() + SWEEP_PATIENCE
     with _starting:
-        for _ in range(10):  # a process may fork while its siblings are ended: look again
-            parents = _parents()
-            orphans = [pid for pid, parent in parents.items() if parent == os.getpid() and pid not in _started]
+        while True:
+            orphans = [pid for pid in _own_children() if pid not in _started and pid not in untouchable]
             if not orphans:
                 break
-            below = [pid for orphan in orphans for pid in descendants(orphan, parents)]
-            for pid in orphans + below:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                print(f"course: {len(orphans)} process(es) kept forking for {SWEEP_PATIENCE:g} s and may still run: "
+                      f"pids {', '.join(map(str, orphans[:10]))}", file=sys.stderr)
+                break
             for pid in orphans:
-                _reap(pid)
-            ended += orphans + below
-    return ended
+                if pid in dying:
+                    _wait_for(pid, deadline)  # (its end takes time: a large memory to free)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except PermissionError:
+                    untouchable.add(pid)
+                    continue
+                except ProcessLookupError:
+                    pass
+                dying.add(pid)
+            for pid in orphans:
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(pid, os.WNOHANG)[0]:
+                        dying.discard(pid)
+            ended.update(dict.fromkeys(orphans))
+    return list(ended)
 
 
-def _reap(pid: int, patience: float = 2.0) -> None:
-    """Wait for the ended child `pid` (a little: one stuck in the kernel is left to `end_strays`)."""
-    deadline = time.monotonic() + patience
-    while True:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] or time.monotonic() > deadline:
-                return
-        except ChildProcessError:
-            return
-        time.sleep(0.005)
+def _wait_for(pid: int, deadline: float) -> None:
+    """Wait until the process `pid` has ended (or the deadline passed), without polling."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return  # gone already, or no pidfd here: the next round looks again
+    try:
+        select.select([handle], [], [], max(0.0, deadline - time.monotonic()))
+    finally:
+        os.close(handle)
 
 
 @contextlib.contextmanager

@@ -1,18 +1,21 @@
 """Records in the chapter's notation: what snapshots hold and what every comparison compares.
 
 A record is JSON data written by the recorder beside student code (`course.recorder`); this module
-only reads it, and renders only records: a JSON object of a known kind, never a text given as it
-is. Whatever a broken or hostile implementation put in a record, rendering answers with text,
-never an exception: a record that cannot be shown as a run is shown as what it is.
+only reads it, and renders every record: a JSON object of a kind with a renderer as that kind is
+shown, any other JSON value as itself (indented JSON), never a text given as it is. Whatever a
+broken or hostile implementation put in a record, rendering answers with text, never an exception:
+a record that cannot be shown as a run is shown as what it is.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from course.judge.invariants import check_run
-from course.judge.timeline import render_run
+from course.judge.timeline import SECTION_PREFIX, json_text, render_run
+from course.runtime.messages import utf8_text
 
 
 def loop_run_problems(record: dict) -> list[str]:
@@ -85,26 +88,47 @@ def _shown(value: Any) -> str:
         return f"a {type(value).__name__} nested too deep to show"
 
 
-def render_record(record: Any) -> str:
-    """A record in the chapter's notation; never raises.
+VALUE_SECTION = "value"
+"""The heading of a record no renderer is written for: the value itself, as indented JSON."""
 
-    A record is structured data that this module renders itself: a string is no record (it is shown
-    as "not a record"), so that a submission writing the published snapshots' text into its record
-    file renders nothing like them. (Plain pytest's snapshot extension compares a test's own text as
-    it is: see course.judge.snapshot.)"""
-    if not isinstance(record, dict):
-        return f"## record\nnot a record: {_shown(record)}\n"
-    kind = record.get("kind")
-    if kind is not None and not isinstance(kind, str):  # (a list or an object is no key to look up)
-        return f"## record\nunknown kind of record: {_shown(kind)}\n"
+
+def render_value(value: Any) -> str:
+    """Any JSON value in the course's notation: one `## value` section holding it as indented JSON
+    (objects' keys in the transcript's order, then sorted), so that a chapter's tests can snapshot
+    whatever their function returns without a renderer of their own. A string is JSON too (quoted,
+    escaped): no record renders as a text given as it is."""
+    try:
+        shown = json_text(value)
+    except (TypeError, ValueError, RecursionError) as error:
+        shown = f"(not JSON: {type(error).__name__}: {_shown(str(error))})"
+    return utf8_text(f"{SECTION_PREFIX}{VALUE_SECTION}\n{shown}\n")
+
+
+def _renderer(record: Any) -> Callable[[dict], str] | None:
+    """The renderer written for the record's kind (this module's, or a chapter's scenarios'), if any."""
+    kind = record.get("kind") if isinstance(record, dict) else None
+    if not isinstance(kind, str):  # (no kind, or a list or an object: no key to look up)
+        return None
     render = RENDERERS.get(kind)
     if render is None:
         from course.judge import scenarios
 
         render = scenarios.renderer(kind)
+    return render
+
+
+def render_record(record: Any) -> str:
+    """A record in the chapter's notation; never raises.
+
+    A record of a kind with a renderer (a loop run, an expected exception, a chapter's own kinds) is
+    shown as that renderer shows it; any other JSON value (a string, a number, a list, an object
+    without such a kind) as itself (`render_value`). Plain pytest's snapshot extension renders
+    through here too (course.judge.snapshot), so a test's snapshot and the judge's rendering of its
+    record are the same text."""
+    render = _renderer(record)
     if render is None:
-        return f"## record\nunknown kind of record: {kind!r}\n"
+        return render_value(record)
     try:
         return render(record)
     except Exception as error:  # a malformed record is a failed scenario, shown, never a crash of the judge
-        return f"## record\n{kind} record that cannot be rendered ({type(error).__name__}: {error})\n"
+        return f"## record\n{record['kind']} record that cannot be rendered ({type(error).__name__}: {error})\n"

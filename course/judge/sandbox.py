@@ -12,8 +12,11 @@ and the copy read-only, its plans read-only, a private `/tmp`, HOME and `/dev/sh
 (memory), every other place of its own read-only (its root, `/dev`), its record directory as the
 only writable place of the machine's, no network, its own process namespace (everything in it ends
 with it), and nothing else of the machine. A submission folder too large or holding too many files
-is not copied at all (`SubmissionRefused`): its row says so. Without bubblewrap only the limits below and the copy protect the grade: the child runs as
-the instructor's user and could read or write what that user can.
+is not copied at all (`SubmissionRefused`): its row says so. Sandbox or not, the child joins a fresh
+session keyring and runs under a seccomp filter denying keyrings, ptrace and other processes' memory
+(`course.judge.confine`). Without bubblewrap only these, the limits below and the copy protect the
+grade (`course grade` then needs --trusted): the child runs as the instructor's user and could read
+or write what that user can.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.judge import processes
+from course.judge import confine, processes
 from course.judge.session import Child
 from course.manifest import CHAPTERS, Chapter
 
@@ -81,6 +84,15 @@ def _limits(cpu_seconds: int) -> None:
             resource.setrlimit(limit, (value, value))
         except (ValueError, OSError):
             pass  # a hard limit lower than ours already holds
+
+
+def _in_child(cpu_seconds: int, filter_here: bool) -> None:
+    """In the child, before it executes anything of the submission: its limits, a fresh session keyring
+    (never the grader's), and without bubblewrap the seccomp filter (bubblewrap loads it itself)."""
+    _limits(cpu_seconds)
+    confine.join_fresh_keyring()
+    if filter_here:
+        confine.load_filter_here()
 
 
 def _copy_course(root: Path, chapter: Chapter, target: Path) -> None:
@@ -187,6 +199,8 @@ class Sandbox:
         _copy_submission(self.folder, self.copy / "student")
         self.home = self.work / "home"
         self.home.mkdir()
+        self.filter_fds: list[int] = []
+        """The seccomp filter's descriptors handed to bubblewrap: one per child started, closed by `close`."""
 
     @property
     def implementation(self) -> str:
@@ -203,6 +217,7 @@ class Sandbox:
         The plans stay where the judge wrote them, outside anything the child can write: bubblewrap
         shows them to the child read-only, at the same path. (A copy in `out/` would let the child
         put a link in its place for the judge's next copy to follow.)"""
+        self.close()  # (the previous child's filter: bubblewrap read it when it started)
         moved, self.inputs = [], []
         for word in command:
             if word.startswith("--course-record="):
@@ -224,10 +239,19 @@ class Sandbox:
             "PYTHONHASHSEED": "0",
             MARK: self.token,
         }
+        confine.prepare()  # (what the child calls is loaded here, before the fork)
+        filtered = confine.filter_program() is not None
         if self.bwrap:
             moved = self.bwrap_command(moved)
         cpu = max(1, int(self.wall) + 5)
-        return Child(moved, self.copy, env, preexec=lambda: _limits(cpu), record=record)
+        return Child(moved, self.copy, env, preexec=lambda: _in_child(cpu, filtered and not self.bwrap), record=record,
+                     pass_fds=tuple(self.filter_fds[-1:]) if self.bwrap and filtered else ())
+
+    def close(self) -> None:
+        """Close what the sandbox kept open for its children (bubblewrap has read it by now)."""
+        for fd in self.filter_fds:
+            os.close(fd)
+        self.filter_fds.clear()
 
     @property
     def bwrap(self) -> str | None:
@@ -258,5 +282,8 @@ class Sandbox:
                   *_sized(self.bwrap, HOME_SIZE), "--tmpfs", str(self.home)]
         for path in self.inputs:
             words += ["--ro-bind", path, path]
+        if confine.filter_program() is not None:
+            self.filter_fds.append(confine.program_fd())  # (a descriptor per child: bubblewrap reads it to its end)
+            words += ["--seccomp", str(self.filter_fds[-1])]
         words += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(self.copy), "--"]
         return words + command

@@ -12,10 +12,12 @@ started again without it, so the others still run. Nothing the child started out
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -26,7 +28,8 @@ from pathlib import Path
 
 import jsonschema
 
-from course.judge import differential, processes
+from course.judge import cgroups, differential, processes
+from course.recorder import limits
 from course.judge.index import Expected, expected_scenarios
 from course.judge.render import render_record
 from course.judge.testrun import child_environment, shown
@@ -225,6 +228,8 @@ class Child:
     env: dict[str, str]
     preexec: Callable[[], None] | None = None
     record: Path | None = None
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors of the judge's the child inherits (the sandbox's seccomp filter, read by bubblewrap)."""
 
 
 @dataclass(frozen=True)
@@ -337,7 +342,7 @@ def recorder_command(chapter: Chapter, implementation: str | None, *, chain: boo
     command = [python, "-m", "pytest", chapter.test_file, f"--course-record={record}", f"--course-plans={plans}",
                # No warnings plugin: the suite's filterwarnings=error is the project's rule, not the chapter's.
                "-p", "no:cacheprovider", "-p", "no:syrupy", "-p", "no:warnings", "-q", "--tb=no", "--no-header",
-               f"--timeout={timeout:g}", "--timeout-method=signal"]
+               f"--course-time-limit={timeout:g}", f"--timeout={backstop(timeout):g}", "--timeout-method=signal"]
     command.append(f"--impl={implementation}" if implementation else "--reference")
     if chain:
         command.append("--impl-chain")
@@ -345,6 +350,157 @@ def recorder_command(chapter: Chapter, implementation: str | None, *, chain: boo
         command.append(f"--course-forbid={','.join(forbid)}")
     command += [f"--deselect={chapter.test_file}::{name}" for name in deselect]
     return command + list(extra)
+
+
+GRACE = 5.0
+"""Seconds of its own time a scenario may run past its limit before the judge ends its process: the
+child's own clock stops it at the limit, unless it spends them where that clock does not look (in a
+process of its own) or keeps that clock from stopping it."""
+NUDGE = 0.5
+"""Seconds of its own time past its limit after which a scenario that made no progress is told to stop
+(its CPU timer stops a busy one at the limit; one that waits, only the judge can see)."""
+BACKSTOP = 4.0
+"""The wall-clock backstop, as a multiple of a limit of own time, on a machine with no more runnable
+threads than CPUs; it grows with the load (`backstop`)."""
+
+
+def backstop(seconds: float) -> float:
+    """Wall-clock seconds after which a limit of `seconds` of own time is stopped whatever its clock says:
+    BACKSTOP times the limit, times the load per CPU where that is above 1."""
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        load = 1.0
+    return seconds * BACKSTOP * max(1.0, load)
+
+
+class RunClock:
+    """The child's own time (course.recorder.limits: CPU time, and time blocked, not time spent waiting
+    for a busy CPU), over the whole run and since its last record line; and the wall-clock backstops."""
+
+    TICK = 0.25
+
+    def __init__(self, timeout: float, wall: float | None) -> None:
+        self.timeout, self.wall = timeout, wall
+        self.started = time.monotonic()
+        self.clock = limits.OwnClock(list)
+        self.run_stop = f"the whole run was stopped at {wall:g} s" if wall is not None else ""
+        self.scenario_stop = ""
+        """Why the scenario running was stopped: "" (its own time), or the wall-clock backstop's words."""
+        self.stopped_run = False
+        self.nudged_own = float("-inf")
+        self._ticked = 0.0
+        self.heard()
+
+    def follow(self, group: cgroups.Group | None, pid: int) -> None:
+        """Count the threads of this attempt's child: its group's, or every process below it."""
+        self.processes = group.processes if group is not None else lambda: [pid, *processes.descendants(pid)]
+        self.clock.threads = group.threads if group is not None else lambda: limits.threads_of(self.processes())
+        self.clock.tick()
+        self.heard()
+
+    def nudge(self) -> None:
+        """Tell the recorder its scenario has waited its limit out (SIGPROF: course.recorder.limits); it
+        stops the scenario where it waits and goes on with the next. Only the recorder's own process is
+        told: the sandbox's processes would end on it."""
+        executable = os.path.basename(sys.executable).encode()
+        for pid in self.processes():
+            try:
+                words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if os.path.basename(words[0]) == executable and any(w.startswith(b"--course-record=") for w in words):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGPROF)
+
+    def heard(self) -> None:
+        """A record line arrived: the scenario running made progress."""
+        self.line_own, self.line_wall = self.clock.seconds, time.monotonic()
+
+    def over(self) -> bool | None:
+        """None while within every limit; True when the whole run is over its limit; False when the
+        scenario running is (no record line for its limit and grace). Says why in run_stop / scenario_stop."""
+        now = time.monotonic()
+        if now - self._ticked < self.TICK:
+            return None
+        self._ticked = now
+        own = self.clock.tick()
+        if self.wall is not None and (own > self.wall or now - self.started > backstop(self.wall)):
+            self.stopped_run = True
+            if own <= self.wall:
+                self.run_stop += f" (by the wall-clock backstop, at {now - self.started:.0f} s: the machine is loaded)"
+            return True
+        if own - self.line_own > self.timeout + NUDGE and own - self.nudged_own >= 1.0:
+            self.nudged_own = own  # again each second of its own time while it makes no progress
+            self.nudge()
+        limit = self.timeout + GRACE
+        if own - self.line_own > limit or now - self.line_wall > backstop(limit):
+            self.scenario_stop = "" if own - self.line_own > limit else \
+                f" (by the wall-clock backstop, at {now - self.line_wall:.0f} s: the machine is loaded)"
+            return False
+        return None
+
+
+def _stopped_by(problem: str, timeout: float) -> str | None:
+    """What a scenario's end says of a time limit that stopped it, in words; None if none did."""
+    if problem.startswith("ScenarioTimedOut:"):
+        return f"did not finish within {timeout:g} s"
+    if problem.startswith("Failed: Timeout (>"):  # pytest-timeout: the wall-clock backstop
+        return f"did not finish within {timeout:g} s (by the wall-clock backstop: the machine is loaded)"
+    return None
+
+
+def _entering(group: cgroups.Group | None, preexec: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What the child runs before it executes: join its group, then its own preparation."""
+    if group is None:
+        return preexec
+
+    def enter() -> None:
+        group.enter()
+        if preexec is not None:
+            preexec()
+    return enter
+
+
+def _follow_child(process: subprocess.Popen, reader: _Records, take, current: str | None, clock: RunClock,
+                  run: ChapterRun) -> tuple[bool, str | None]:
+    """Read the child's records as they come until it ends or a limit stops it: (whether it was stopped,
+    the scenario running at the end)."""
+    while True:
+        finished = process.poll() is not None
+        lines = reader.new_lines()
+        if lines:
+            clock.heard()
+        for line in lines:
+            current = take(line, current)
+            # Judging is bounded per line and per scenario, not per run: the run's limit holds between lines.
+            if clock.wall is not None and clock.over() is True:
+                run.stopped = True
+                return True, current
+        if finished:
+            return False, current
+        over = clock.over()
+        if over is not None:
+            run.stopped = run.stopped or over
+            return True, current
+        time.sleep(0.02)
+
+
+def reference_oracle(chapter: Chapter, root: Path, seed: int | None = None,
+                     hardening: bool = False) -> tuple[dict[str, list[dict]], dict[str, list[str]]]:
+    """The chapter's generated plans per section and the reference's renderings of them: what
+    `judge_chapter` takes as `plans` and `wanted`.
+
+    A command judging several runs in threads (`course status`, `course snapshots verify`) computes
+    these first, in one thread: a reference's run of a plan watches what the whole process opens
+    (chapter 08 counts the paths opened outside its workspace), so another thread's files, read
+    meanwhile, would be taken for the reference's, and its renderings kept wrong in the disk cache.
+    The chapter track's sections, and the hardening track's when `hardening` asks for them."""
+    expected = [e for e in expected_scenarios(chapter, root) if e.generated and (hardening or e.track != HARDENING)]
+    plans = {e.generated: differential.draw_plans(chapter.module, e.generated, seed=seed) for e in expected}
+    wanted = {key: differential.expected_renders(chapter.module, key, section_plans)
+              for key, section_plans in plans.items()}
+    return plans, wanted
 
 
 def judge_chapter(
@@ -405,10 +561,10 @@ def judge_chapter(
             verdict = judge_snapshots(exp, [_record(raw) for raw in received.snapshots.get(name, [])], end)
         verdict.file = chapter.test_file
         end = end or {}
-        if str(end.get("problem") or "").startswith("Failed: Timeout (>") and not verdict.passed:
-            verdict.status = "timeout"  # pytest-timeout stopped it: the scenario ran past its limit
-            verdict.problem = f"did not finish within {timeout:g} s" + (
-                f" (stopped at {shown_where(end['where'])})" if end.get("where") else "")
+        stopped = _stopped_by(str(end.get("problem") or ""), timeout)
+        if stopped and not verdict.passed:
+            verdict.status = "timeout"  # the scenario ran past its limit, and its own clock or the backstop stopped it
+            verdict.problem = stopped + (f" (stopped at {shown_where(end['where'])})" if end.get("where") else "")
         verdict.output, verdict.output_lines = end.get("output") or [], end.get("outputLines") or 0
         verdicts[name] = verdict
         received.forget(name)
@@ -454,6 +610,7 @@ def judge_chapter(
         plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans}), encoding="ascii")
         skip: list[str] = list(left_out)
         current: str | None = None
+        clock = RunClock(timeout, wall)
         for attempt in range(RESTARTS + 1):
             # A name the child cannot know before this attempt starts: nothing it planted can be there.
             record = scratch / f"record-{attempt}-{secrets.token_hex(8)}.jsonl"
@@ -465,45 +622,25 @@ def judge_chapter(
             except OSError as error:
                 run.flag(f"left something where its next record file was to be made ({error.strerror})")
                 break
-            hung = False
             output = os.open(scratch / f"output-{attempt}.txt",
                              os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            group = cgroups.create("run")
             try:
                 with processes.starting():
+                    # A session of its own (so a group of its own, ended by its pid), and no terminal it could write to.
                     process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
-                                               stdout=output, stderr=subprocess.STDOUT, process_group=0,
-                                               preexec_fn=child.preexec)
+                                               stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                                               preexec_fn=_entering(group, child.preexec), pass_fds=child.pass_fds)
                     processes.adopt(process.pid)
                 try:
                     for section in plans:  # the reference's runs, while the child works
                         reference_runs(section)
-                    last = time.monotonic()
-                    while True:
-                        finished = process.poll() is not None
-                        lines = reader.new_lines()
-                        if lines:
-                            last = time.monotonic()
-                        for index, line in enumerate(lines):
-                            current = take(line, current)
-                            # Judging is bounded per line and per scenario, not per run: the wall holds between lines.
-                            if wall is not None and index + 1 < len(lines) and time.monotonic() - started_at > wall:
-                                run.stopped = True
-                                break
-                        if run.stopped:
-                            hung = True
-                            break
-                        if finished:
-                            break
-                        now = time.monotonic()
-                        if wall is not None and now - started_at > wall:
-                            hung = run.stopped = True
-                            break
-                        if now - last > timeout + 5:
-                            hung = True
-                            break
-                        time.sleep(0.02)
+                    clock.follow(group, process.pid)
+                    hung, current = _follow_child(process, reader, take, current, clock, run)
                 finally:
                     processes.end_tree(process)
+                    if group is not None:
+                        group.remove()
                 if reader.tampered:
                     run.flag(reader.tampered)
                 size = os.fstat(output).st_size  # read where the judge wrote it: the path may lead elsewhere now
@@ -516,14 +653,13 @@ def judge_chapter(
             if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
                 run.import_errors.append({"module": run.importing, "file": _module_file(implementation, run.importing),
                                           "line": None, "problem": "importing it did not finish: " + (
-                                              f"the whole run was stopped at {wall:g} s" if run.stopped
-                                              else f"no progress for {timeout + 5:g} s")})
+                                              clock.run_stop if run.stopped
+                                              else f"no progress for {timeout + GRACE:g} s{clock.scenario_stop}")})
                 run.importing = None
                 break
             if current is not None and current in by_name and current not in verdicts:
                 verdicts[current] = _timed_out(by_name[current], received.plan_starts.get(current, set()),
-                                               plans.get(by_name[current].generated or "", []), chapter, timeout,
-                                               wall if run.stopped else None)
+                                               plans.get(by_name[current].generated or "", []), chapter, clock)
                 if on_verdict is not None:
                     on_verdict(verdicts[current])
             if run.stopped:
@@ -542,7 +678,7 @@ def judge_chapter(
             if run.import_errors:
                 status, problem = "not run", "not run: the module does not import"
             elif run.stopped:
-                status, problem = "not run", f"not run: the whole run was stopped at {wall:g} s"
+                status, problem = "not run", f"not run: {clock.run_stop}"
             else:
                 status, problem = "error", "no record: the test process ended before this scenario ran to its end"
             verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, status, exp.section, exp.purpose,
@@ -738,10 +874,9 @@ def malformed(line: dict) -> str | None:
     return f"{where}'s {path[0]!r} {verb} {_brief(error.instance)}, not {wanted}"
 
 
-def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, timeout: float,
-               wall: float | None) -> Verdict:
-    problem = f"still running when the whole run was stopped at {wall:g} s" if wall is not None else \
-        f"did not finish within {timeout:g} s: stopped, and the other scenarios ran on"
+def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, clock: RunClock) -> Verdict:
+    problem = f"still running when {clock.run_stop}" if clock.stopped_run else \
+        f"did not finish within {clock.timeout:g} s{clock.scenario_stop}: stopped, and the other scenarios ran on"
     verdict = Verdict(expected.scenario, chapter.test_file, "timeout", expected.section, expected.purpose,
                       problem=problem, cites=expected.cites)
     if expected.generated and started and max(started) < len(plans):

@@ -12,6 +12,7 @@ from typing import Any
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from course.judge.render import render_record
+from course.recorder.record import jsonable
 from course.judge.timeline import first_divergence
 
 
@@ -20,12 +21,10 @@ class RunSnapshotExtension(SingleFileSnapshotExtension):
     _write_mode = WriteMode.TEXT
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
-        if isinstance(data, str):
-            # Plain pytest, in the test's own process: a test that asserts a text against its snapshot
-            # compares it as it is. Records from a recorder (course check, course grade) never come here:
-            # the judge renders them with render_record, which renders no string.
-            return data
-        return render_record(data.record() if hasattr(data, "record") else data)
+        # As the recorder writes it (JSON data, course.recorder.record) and the judge renders it: plain
+        # pytest and `course check` show a test's value as the same text, whatever JSON value it is.
+        record = data.record() if callable(getattr(data, "record", None)) else data
+        return render_record(jsonable(record))
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
         divergence = first_divergence(str(snapshot_data), str(serialized_data))

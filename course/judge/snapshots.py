@@ -2,8 +2,9 @@
 
 Snapshots belong to the reference: `update` regenerates them from the reference checkpoints only
 and says, per chapter, which files it added, changed or removed. `verify` runs every chapter's
-tests several times, each under another task start order (`--schedule-seed`), and fails if any
-run fails or any rendered run differs from the first.
+tests on the reference (or on `--impl DIR`, never on a student/ it finds) several times, each under
+another task start order (`--schedule-seed`), and fails if any run fails or any rendered run differs
+from the first.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.manifest import CHAPTERS, Chapter, find_chapter
-from course.judge.session import judge_chapter
-from course.judge.testrun import course_root, default_implementation, run_pytest
+from course.judge.session import judge_chapter, reference_oracle
+from course.judge.testrun import course_root, run_pytest
 from course.judge.timeline import first_divergence, where
 
 
@@ -64,15 +65,18 @@ def verify(args: argparse.Namespace) -> int:
         print("course snapshots verify: --runs must be at least 2 (runs are compared with the first)")
         return 2
     chapters = _chapters(args.chapter)
-    implementation = default_implementation(args.impl)
-    location = str(Path(implementation).resolve()) if implementation else None
+    # The reference's snapshots are what is verified: a student/ beside them (or $TINY_PI_IMPL) is not
+    # taken for it; only --impl judges other code.
+    location = str(Path(args.impl).resolve()) if args.impl else None
     root = course_root()
 
-    # The reference is held to both tracks; a student's code to the chapter's, unless --hardening asks for 加固.
-    hardening = implementation is None or args.hardening
+    # The reference is held to both tracks; other modules to the chapter's, unless --hardening asks for 加固.
+    hardening = location is None or args.hardening
+    oracles = {c.number: reference_oracle(c, root, hardening=hardening) for c in chapters}  # (before the threads)
 
     def judged(seed: int) -> list:
         return [(chapter, judge_chapter(chapter, location, root=root, extra=[f"--schedule-seed={seed}"],
+                                        plans=oracles[chapter.number][0], wanted=oracles[chapter.number][1],
                                         hardening=hardening))
                 for chapter in chapters]
 
@@ -120,8 +124,9 @@ def register(commands) -> None:
     verify_parser = actions.add_parser("verify", help="fail if any scenario renders differently between runs")
     verify_parser.add_argument("chapter", metavar="NN", nargs="?", help="one chapter (default: all)")
     verify_parser.add_argument("--runs", type=int, default=3, help="runs, each with another start order (default 3)")
-    verify_parser.add_argument("--impl", metavar="DIR", help="verify a student's modules instead of the reference")
+    verify_parser.add_argument("--impl", metavar="DIR", help="verify these modules instead of the reference "
+                               "(without it, the reference: never student/ or $TINY_PI_IMPL)")
     verify_parser.add_argument("--hardening", action="store_true",
-                               help="a student's modules on the hardening track (加固, beyond the chapter) too "
+                               help="other modules on the hardening track (加固, beyond the chapter) too "
                                     "(the reference always is)")
     verify_parser.set_defaults(handler=verify)

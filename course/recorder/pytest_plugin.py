@@ -24,7 +24,7 @@ import pytest
 
 from course.manifest import HARDENING
 from course.recorder import impl
-from course.recorder.limits import PlanTimedOut, time_limit
+from course.recorder.limits import PlanTimedOut, ScenarioTimedOut, ignore_stray_signals, time_limit
 from course.recorder.record import jsonable
 
 PLAN_TIMEOUT = 5.0
@@ -50,6 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hardening", action="store_true",
                     help=f"also judge your modules on the hardening track ({HARDENING}: what the project adds beyond "
                          "the chapter, never part of its verdict); the reference is always judged on it")
+    group.addoption("--course-time-limit", type=float, default=None, metavar="SECONDS",
+                    help="seconds of its own time (CPU, and time blocked, not time waiting for a busy CPU) each "
+                         "chapter scenario may take; also the `own_time_limit` mark")
     group.addoption("--schedule-seed", type=int, default=None, metavar="N",
                     help="start concurrent tasks in an order derived from N (0 = asyncio's own order); "
                          "what `course snapshots verify` varies")
@@ -83,6 +86,10 @@ def pytest_configure(config: pytest.Config) -> None:
         forbidden = [m for m in (config.getoption("--course-forbid") or "").split(",") if m]
         if forbidden:
             sys.meta_path.insert(0, ForbiddenImports(forbidden, recording))
+    config.addinivalue_line("markers", "own_time_limit(seconds): the scenario's limit of its own time "
+                                       "(course.recorder.limits); --course-time-limit overrides it")
+    config.pluginmanager.register(OwnTimeLimit(config.getoption("--course-time-limit")), "course-time-limit")
+    ignore_stray_signals()
     if config.getoption("--schedule-seed"):
         config.pluginmanager.register(StartOrderShuffle(config.getoption("--schedule-seed")), "course-schedule")
 
@@ -140,6 +147,24 @@ def citations_of(item: pytest.Item) -> list[str]:
     for mark in item.iter_markers("hardening"):
         names += list(mark.args)
     return contracts.for_chapter(module).lines(list(dict.fromkeys(names)))
+
+
+class OwnTimeLimit:
+    """Stops a chapter scenario after its limit of its own time (course.recorder.limits: its CPU time here;
+    time blocked too where the judge watches), so that a loaded machine does not stop a correct one: the
+    wall clock is only pytest-timeout's backstop."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        mark = item.get_closest_marker("own_time_limit")
+        seconds = self.seconds or (mark.args[0] if mark else None)
+        if not seconds:
+            return (yield)
+        with time_limit(seconds, "the scenario", ScenarioTimedOut):
+            return (yield)
 
 
 def _judges_chapters(config: pytest.Config) -> bool:
@@ -223,7 +248,7 @@ class Recording:
         name = self.scenario(item)
         plans = ((self.plans or {}).get("sections") or {}).get(section, [])
         runner = scenarios.for_chapter(module).run_plan
-        limit = min(PLAN_TIMEOUT, item.config.getoption("timeout", None) or PLAN_TIMEOUT)
+        limit = min(PLAN_TIMEOUT, item.config.getoption("--course-time-limit") or PLAN_TIMEOUT)
         loop, timed_out = asyncio.Runner(), False
         for index, plan in enumerate(plans):
             self.write({"scenario": name, "plan": index, "event": "start"})
