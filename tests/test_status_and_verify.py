@@ -11,7 +11,7 @@ from course.manifest import CHAPTERS
 
 
 def fake_oracle(events):
-    def oracle(chapter, root, seed=None):
+    def oracle(chapter, root, seed=None, hardening=False):
         events.append(("oracle", chapter.number, threading.current_thread().name))
         return {f"plans of {chapter.number}": []}, {f"plans of {chapter.number}": []}
     return oracle
