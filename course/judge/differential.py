@@ -60,12 +60,12 @@ def profile() -> tuple[str, int | None]:
 def section_seed(module: str, section: str, seed: str | bytes | int | None) -> int:
     """The seed of one section's plans: fixed per section (public), or with a grading secret the section's
     own key (HMAC-SHA256 of the secret with the chapter and section): its plans tell nothing about the
-    secret or another section's. (A chapter's `SEED_KEYS` may name another section's key for one: a section
-    renamed keeps the plans it drew.)"""
-    key = getattr(judge_scenarios.for_chapter(module), "SEED_KEYS", {}).get(section, section)
+    secret or another section's. (A chapter's `SEED_KEYS` may name another section's public seed for one: a
+    section renamed keeps the published plans it drew; a secret's keys stay every section's own.)"""
     if seed is None:
+        key = getattr(judge_scenarios.for_chapter(module), "SEED_KEYS", {}).get(section, section)
         return zlib.crc32(f"{module}:{key}:0".encode())
-    return int.from_bytes(secret.derive(seed, "plans", module, key), "big")
+    return int.from_bytes(secret.derive(seed, "plans", module, section), "big")
 
 
 def examples(module: str, section: str, multiplier: int = 1) -> int:
