@@ -20,7 +20,9 @@ import pytest
 
 from processes import TRUSTED
 
-pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
+# Slow: `pytest -m commands` runs them (CI does). The module fixture runs the checklist's 17 commands one
+# after another: minutes of wall time beside CI's busy processes, past pytest's default bound of 300 s.
+pytestmark = [pytest.mark.commands, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP_TIMEOUT = 600
