@@ -387,7 +387,6 @@ class RunClock:
         self.run_stop = f"the whole run was stopped at {wall:g} s" if wall is not None else ""
         self.scenario_stop = ""
         """Why the scenario running was stopped: "" (its own time), or the wall-clock backstop's words."""
-        self.stopped_run = False
         self.nudged_own = float("-inf")
         self._ticked = 0.0
         self.heard()
@@ -426,7 +425,6 @@ class RunClock:
         self._ticked = now
         own = self.clock.tick()
         if self.wall is not None and (own > self.wall or now - self.started > backstop(self.wall)):
-            self.stopped_run = True
             if own <= self.wall:
                 self.run_stop += f" (by the wall-clock backstop, at {now - self.started:.0f} s: the machine is loaded)"
             return True
@@ -659,7 +657,8 @@ def judge_chapter(
                 break
             if current is not None and current in by_name and current not in verdicts:
                 verdicts[current] = _timed_out(by_name[current], received.plan_starts.get(current, set()),
-                                               plans.get(by_name[current].generated or "", []), chapter, clock)
+                                               plans.get(by_name[current].generated or "", []), chapter, clock,
+                                               whole_run=run.stopped)
                 if on_verdict is not None:
                     on_verdict(verdicts[current])
             if run.stopped:
@@ -874,8 +873,9 @@ def malformed(line: dict) -> str | None:
     return f"{where}'s {path[0]!r} {verb} {_brief(error.instance)}, not {wanted}"
 
 
-def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, clock: RunClock) -> Verdict:
-    problem = f"still running when {clock.run_stop}" if clock.stopped_run else \
+def _timed_out(expected: Expected, started: set[int], plans: list, chapter: Chapter, clock: RunClock,
+               whole_run: bool) -> Verdict:
+    problem = f"still running when {clock.run_stop}" if whole_run else \
         f"did not finish within {clock.timeout:g} s{clock.scenario_stop}: stopped, and the other scenarios ran on"
     verdict = Verdict(expected.scenario, chapter.test_file, "timeout", expected.section, expected.purpose,
                       problem=problem, cites=expected.cites)

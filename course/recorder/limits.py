@@ -87,8 +87,6 @@ class OwnClock:
     def __init__(self, threads: Callable[[], Iterable[str]]) -> None:
         self.threads = threads
         self.seconds = 0.0
-        self.cpu = 0.0
-        """Of `seconds`, those the threads spent on a CPU."""
         self.ticked_at = time.monotonic()
         self._last = self._sample()
 
@@ -113,7 +111,6 @@ class OwnClock:
         self._last = sample
         # CPU time wherever it was used, and the stretch during which no thread ran or was runnable.
         blocked = 0.0 if runnable else max(0.0, elapsed - busiest / 1e9)
-        self.cpu += ran / 1e9
         self.seconds += ran / 1e9 + blocked
         return self.seconds
 
