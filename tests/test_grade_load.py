@@ -66,7 +66,7 @@ def test_an_honest_class_passes_beside_busy_processes_and_a_starving_neighbour(t
         write_module(tmp_path / "class" / name, REFERENCE)
     write_module(tmp_path / "class" / "hog", STARVES_ITS_NEIGHBOURS)
     # Limits a fifth of the defaults: an honest scenario needs milliseconds of its own time, its whole
-    # run a few seconds, whatever the load; the wall-clock backstop grows with the load.
+    # run a few seconds, whatever the load; the wall-clock backstop stretches with the load.
     done = subprocess.run([sys.executable, "-m", "course", "grade", "07", str(tmp_path / "class"), "--jobs", "4",
                            "--scenario-timeout", "2", "--timeout", "15", "--json", str(tmp_path / "grades.json")],
                           cwd=ROOT, capture_output=True, text=True, timeout=1800)

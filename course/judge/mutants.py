@@ -330,10 +330,12 @@ class _Worker:
         # Its own time (CPU, and time blocked), not the wall clock's: a loaded machine hangs no variant.
         self.clock = limits.OwnClock(lambda: limits.threads_of([self.process.pid,
                                                                *processes.descendants(self.process.pid)]))
+        self.fair = limits.FairShareClock()
         self._since_report()
 
     def _since_report(self) -> None:
-        self.reported_own, self.reported_wall = self.clock.tick(), time.monotonic()
+        self.reported_own, self.reported_fair = self.clock.tick(), self.fair.tick()
+        self.reported_wall = time.monotonic()
 
     def poll(self) -> list[Outcome]:
         lines = self.out_file.read_text(encoding="utf-8").splitlines() if self.out_file.exists() else []
@@ -351,8 +353,9 @@ class _Worker:
         if self.process.poll() is not None:
             _, stderr = self.process.communicate()
             return f"the worker exited {self.process.returncode}: {stderr.strip()[-300:]}"
-        own, wall = self.clock.tick() - self.reported_own, time.monotonic() - self.reported_wall
-        if own > self.timeout or wall > session.backstop(self.timeout):
+        own, fair = self.clock.tick() - self.reported_own, self.fair.tick() - self.reported_fair
+        wall = time.monotonic() - self.reported_wall
+        if own > self.timeout or fair > session.BACKSTOP * self.timeout:
             self.process.kill()
             self.process.communicate()
             backstop = "" if own > self.timeout else f" (by the wall-clock backstop, at {wall:.0f} s: the machine is loaded)"

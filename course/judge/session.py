@@ -342,7 +342,7 @@ def recorder_command(chapter: Chapter, implementation: str | None, *, chain: boo
     command = [python, "-m", "pytest", chapter.test_file, f"--course-record={record}", f"--course-plans={plans}",
                # No warnings plugin: the suite's filterwarnings=error is the project's rule, not the chapter's.
                "-p", "no:cacheprovider", "-p", "no:syrupy", "-p", "no:warnings", "-q", "--tb=no", "--no-header",
-               f"--course-time-limit={timeout:g}", f"--timeout={backstop(timeout):g}", "--timeout-method=signal"]
+               f"--course-time-limit={timeout:g}", f"--timeout={last_resort(timeout):g}", "--timeout-method=signal"]
     command.append(f"--impl={implementation}" if implementation else "--reference")
     if chain:
         command.append("--impl-chain")
@@ -360,18 +360,14 @@ NUDGE = 0.5
 """Seconds of its own time past its limit after which a scenario that made no progress is told to stop
 (its CPU timer stops a busy one at the limit; one that waits, only the judge can see)."""
 BACKSTOP = 4.0
-"""The wall-clock backstop, as a multiple of a limit of own time, on a machine with no more runnable
-threads than CPUs; it grows with the load (`backstop`)."""
+"""The wall-clock backstop, as a multiple of a limit of own time, read on a clock that counts each wall
+second at the share of a CPU a runnable thread gets (limits.FairShareClock): it stretches with the load."""
 
 
-def backstop(seconds: float) -> float:
-    """Wall-clock seconds after which a limit of `seconds` of own time is stopped whatever its clock says:
-    BACKSTOP times the limit, times the load per CPU where that is above 1."""
-    try:
-        load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    except OSError:
-        load = 1.0
-    return seconds * BACKSTOP * max(1.0, load)
+def last_resort(seconds: float) -> float:
+    """The child's own wall-clock limit (pytest-timeout) for a limit of `seconds` of own time: later than
+    any backstop the judge's fair-share clock can reach, so it fires only if the judge is gone."""
+    return (seconds + GRACE) * BACKSTOP / limits.FEWEST_SHARE + GRACE
 
 
 class RunClock:
@@ -384,6 +380,7 @@ class RunClock:
         self.timeout, self.wall = timeout, wall
         self.started = time.monotonic()
         self.clock = limits.OwnClock(list)
+        self.fair = limits.FairShareClock()
         self.run_stop = f"the whole run was stopped at {wall:g} s" if wall is not None else ""
         self.scenario_stop = ""
         """Why the scenario running was stopped: "" (its own time), or the wall-clock backstop's words."""
@@ -414,7 +411,7 @@ class RunClock:
 
     def heard(self) -> None:
         """A record line arrived: the scenario running made progress."""
-        self.line_own, self.line_wall = self.clock.seconds, time.monotonic()
+        self.line_own, self.line_fair, self.line_wall = self.clock.seconds, self.fair.seconds, time.monotonic()
 
     def over(self) -> bool | None:
         """None while within every limit; True when the whole run is over its limit; False when the
@@ -423,8 +420,8 @@ class RunClock:
         if now - self._ticked < self.TICK:
             return None
         self._ticked = now
-        own = self.clock.tick()
-        if self.wall is not None and (own > self.wall or now - self.started > backstop(self.wall)):
+        own, fair = self.clock.tick(), self.fair.tick()
+        if self.wall is not None and (own > self.wall or fair > BACKSTOP * self.wall):
             if own <= self.wall:
                 self.run_stop += f" (by the wall-clock backstop, at {now - self.started:.0f} s: the machine is loaded)"
             return True
@@ -432,7 +429,7 @@ class RunClock:
             self.nudged_own = own  # again each second of its own time while it makes no progress
             self.nudge()
         limit = self.timeout + GRACE
-        if own - self.line_own > limit or now - self.line_wall > backstop(limit):
+        if own - self.line_own > limit or fair - self.line_fair > BACKSTOP * limit:
             self.scenario_stop = "" if own - self.line_own > limit else \
                 f" (by the wall-clock backstop, at {now - self.line_wall:.0f} s: the machine is loaded)"
             return False

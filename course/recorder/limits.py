@@ -115,6 +115,40 @@ class OwnClock:
         return self.seconds
 
 
+FEWEST_SHARE = 1 / 16
+"""The least share of a CPU `FairShareClock` counts a second at: a backstop must still stop something."""
+
+
+def _runnable_now() -> int | None:
+    """How many threads the machine has runnable at this moment (the fourth field of /proc/loadavg)."""
+    raw = _read_small("/proc/loadavg")
+    try:
+        return int(raw.split()[3].split(b"/")[0]) if raw else None
+    except (IndexError, ValueError):
+        return None
+
+
+class FairShareClock:
+    """Wall seconds, each counted at the share of a CPU that one runnable thread gets at that moment:
+    the whole second while the machine has no more runnable threads than CPUs, CPUs / runnable when it
+    has more (never below FEWEST_SHARE). A wall-clock backstop that reads this clock stretches with the
+    load as it comes and goes, where the load average lags it by a minute."""
+
+    def __init__(self) -> None:
+        self.cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.seconds = 0.0
+        self.ticked_at = time.monotonic()
+
+    def tick(self) -> float:
+        """Advance the clock to now; its reading in seconds."""
+        now = time.monotonic()
+        elapsed, self.ticked_at = now - self.ticked_at, now
+        runnable = _runnable_now()
+        share = 1.0 if runnable is None else max(FEWEST_SHARE, min(1.0, self.cpus / max(1, runnable)))
+        self.seconds += elapsed * share
+        return self.seconds
+
+
 class Limit:
     """What a time limit saw: `fired` counts its interruptions (0: the block ended in time)."""
 
