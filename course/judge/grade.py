@@ -29,7 +29,7 @@ from course.judge import cgroups, confine, differential, processes, secret
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
 from course.judge.sandbox import MARK, Sandbox, SubmissionRefused, bubblewrap, knows_size
-from course.judge.session import ChapterRun, judge_chapter, said
+from course.judge.session import ChapterRun, Masking, judge_chapter, said
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
 from course.judge.contracts import BEYOND
@@ -125,7 +125,8 @@ def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student:
 
 def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeout: float, isolate: bool,
               plans: dict, wanted: dict, results: Path | None, shown: dict[str, str],
-              ungradable: frozenset[str] = frozenset(), hardening: float = 0.0) -> Grade:
+              ungradable: frozenset[str] = frozenset(), hardening: float = 0.0,
+              masking: Masking | None = None) -> Grade:
     """One submission's row. Whatever goes wrong in the judge on it is its row (status `error`), never
     the end of the grade: the other submissions' rows and the table are still written."""
     module = folder / f"{chapter.module}.py"
@@ -147,7 +148,7 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
         try:
             run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
                                 prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted,
-                                hardening=hardening > 0)
+                                hardening=hardening > 0, masking=masking)
             run.verdicts = [v for v in run.verdicts if v.scenario not in ungradable]
             grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation, hardening=hardening)
             grade.scenarios.update(dict.fromkeys(sorted(ungradable), "not graded"))
@@ -177,9 +178,7 @@ def reference_gaps(chapter: Chapter, *, root: Path, **options) -> frozenset[str]
     device node, which the sandbox lets no one create): left out of every grade, and said once. The
     reference is graded as a submission would be, in the same sandbox, before any submission."""
     with processes.scratch_directory("course-grade-reference-") as work:
-        folder = Path(work) / "reference"
-        folder.mkdir()
-        (folder / f"{chapter.module}.py").write_bytes((root / "checkpoints" / f"{chapter.module}.py").read_bytes())
+        folder = reference_folder(chapter, root, Path(work))
         reference = graded(chapter, folder, root=root, results=None, shown={"reference": "reference"}, **options)
     if reference.status == "pass":
         return frozenset()
@@ -191,6 +190,55 @@ def reference_gaps(chapter: Chapter, *, root: Path, **options) -> frozenset[str]
     print(f"course grade: the reference itself does not pass {len(gaps)} scenario(s) here, left out of every "
           f"grade: {', '.join(sorted(gaps))}", file=sys.stderr)
     return gaps
+
+
+def reference_folder(chapter: Chapter, root: Path, work: Path) -> Path:
+    """A submission folder holding the chapter's reference module (graded as any submission is)."""
+    folder = work / "reference"
+    folder.mkdir(parents=True)
+    (folder / f"{chapter.module}.py").write_bytes((root / "checkpoints" / f"{chapter.module}.py").read_bytes())
+    return folder
+
+
+UNMASKED = {
+    "ch08_workspace_read": "chapter 08's fixed scenarios judge the read tool on the workspace files its tests write, "
+                           "which are not masked (only the ids, texts, tool names and clock of the scenarios that run "
+                           "the loop are): a submission replaying the published reads still earns their points",
+}
+"""The chapters whose fixed scenarios a mask cannot take from a replay, and why: said on stderr at every grade with a
+secret (README, Grading a class)."""
+
+
+def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wall: float, timeout: float,
+                      isolate: bool, plans: dict, wanted: dict, hardening: float) -> Masking:
+    """The fixed scenarios' masked form for this secret, and the reference's renderings of it (recorded once, in the
+    sandbox every submission runs in): what each submission's masked runs must equal. A scenario the reference's
+    masked run renders no whole answer for (a bug of the mask's) is judged in its published form, said on stderr."""
+    masking = Masking(secret.derive(grading_secret, "mask", chapter.module))
+    with processes.scratch_directory("course-grade-masked-") as work:
+        folder = reference_folder(chapter, root, Path(work) / "submission")
+        token = secrets.token_hex(8)
+        sandbox = Sandbox(root, chapter, folder, Path(work) / "box", wall, isolate=isolate, token=token)
+        try:
+            run = judge_chapter(chapter, sandbox.implementation, root=root, timeout=timeout, wall=wall,
+                                prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted,
+                                hardening=hardening > 0, masking=masking)
+        finally:
+            sandbox.close()
+            processes.end_marked(MARK, token)
+            processes.end_orphans()
+    counts = {e.scenario: len(e.snapshots) for e in expected_scenarios(chapter, root)
+              if not e.generated and (hardening > 0 or e.track != HARDENING)}
+    rendered = {v.scenario: v.renders for v in run.verdicts
+                if v.scenario in counts and v.status in ("passed", "failed") and len(v.renders) == counts[v.scenario]}
+    published = tuple(sorted(set(counts) - set(rendered)))
+    if published:
+        print(f"course grade: the reference's masked run rendered no answer for {len(published)} fixed scenario(s), "
+              f"judged in their published form (a replay of their answers is not stopped): {', '.join(published)}",
+              file=sys.stderr)
+    if chapter.module in UNMASKED:
+        print(f"course grade: {UNMASKED[chapter.module]}", file=sys.stderr)
+    return Masking(masking.key, rendered, published)
 
 
 def _target(link: Path) -> str:
@@ -257,13 +305,16 @@ def grade(args: argparse.Namespace) -> int:
     results = Path(args.results) if args.results else None
     if results is not None:
         results.mkdir(parents=True, exist_ok=True)
+    masking = None if grading_secret is None else reference_masking(
+        chapter, grading_secret, root=root, wall=args.timeout, timeout=args.scenario_timeout, isolate=isolate,
+        plans=plans, wanted=wanted, hardening=hardening)
     ungradable = reference_gaps(chapter, root=root, wall=args.timeout, timeout=args.scenario_timeout,
-                                isolate=isolate, plans=plans, wanted=wanted, hardening=hardening)
+                                isolate=isolate, plans=plans, wanted=wanted, hardening=hardening, masking=masking)
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
                                isolate=isolate, plans=plans, wanted=wanted, results=results, shown=shown,
-                               ungradable=ungradable, hardening=hardening)
+                               ungradable=ungradable, hardening=hardening, masking=masking)
                    for folder in folders]
         try:
             for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",

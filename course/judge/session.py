@@ -148,8 +148,27 @@ class ChapterRun:
         return self.stopped or any(v.status == "timeout" for v in self.verdicts)
 
 
-def judge_snapshots(expected: Expected, records: list, end: dict | None) -> Verdict:
-    """A fixed scenario: each snapshot it asserted, rendered, against the stored one."""
+@dataclass(frozen=True)
+class Masking:
+    """A grade with a secret: the fixed scenarios run masked (course.recorder.mask) and are judged against the
+    reference's runs of the same masked scenarios."""
+
+    key: bytes
+    """The chapter's mask key, HMAC of the secret (`secret.derive(secret, "mask", module)`): what the child gets."""
+    wanted: dict[str, list[str]] = field(default_factory=dict)
+    """The reference's renderings of each masked scenario: what the submission's must equal. A scenario not
+    here is judged against its published snapshots (empty while the reference's own masked run is recorded)."""
+    published: tuple[str, ...] = ()
+    """Fixed scenarios that run in their published form (no masked rendering of the reference's was found)."""
+
+    def plans_entry(self) -> dict:
+        """What the child reads of it, in its plans file: the key and the scenarios left published."""
+        return {"key": self.key.hex(), "published": list(self.published)}
+
+
+def judge_snapshots(expected: Expected, records: list, end: dict | None, wanted: list[str] | None = None) -> Verdict:
+    """A fixed scenario: each snapshot it asserted, rendered, against the stored one (or against `wanted`,
+    the reference's renderings of the masked scenario, in a grade with a secret)."""
     verdict = Verdict(expected.scenario, "", "passed", expected.section, expected.purpose, cites=expected.cites)
     if end and end.get("outcome") == "failed" and end.get("problem"):
         verdict.problem, verdict.where = end.get("problem"), end.get("where")
@@ -163,7 +182,8 @@ def judge_snapshots(expected: Expected, records: list, end: dict | None) -> Verd
             verdict.status = "failed"
             verdict.problem = verdict.problem or f"the scenario stopped after snapshot {index} of {len(expected.snapshots)}"
             return verdict
-        want, got = stored.read_text(encoding="utf-8"), verdict.renders[index]
+        want = stored.read_text(encoding="utf-8") if wanted is None else wanted[index]
+        got = verdict.renders[index]
         if got != want:
             verdict.status = "failed"
             divergence = first_divergence(want, got)
@@ -515,6 +535,7 @@ def judge_chapter(
     wanted: dict[str, list[str]] | None = None,
     extra: list[str] = (),
     hardening: bool = False,
+    masking: Masking | None = None,
 ) -> ChapterRun:
     """Record the chapter's scenarios on `implementation` in a child process and judge them here.
 
@@ -524,7 +545,8 @@ def judge_chapter(
     the child runs in `root` as it is. `wall` bounds the whole run in seconds. `progress`, if given,
     is the ChapterRun filled in as records arrive (what `on_verdict` may read). `plans` and `wanted`
     (the generated plans per section and the reference's renderings of them), when given, are used
-    as they are: a grade draws and runs them once for every submission."""
+    as they are: a grade draws and runs them once for every submission. `masking` (a grade with a secret)
+    runs the fixed scenarios masked and judges them against its renderings."""
     started_at = time.monotonic()
     expected = expected_scenarios(chapter, root)
     left_out = [] if hardening else [e.scenario for e in expected if e.track == HARDENING]
@@ -553,7 +575,8 @@ def judge_chapter(
                                   {plan: _record(raw) for plan, raw in received.plan_records.get(name, {}).items()},
                                   received.plan_starts.get(name, set()), end)
         else:
-            verdict = judge_snapshots(exp, [_record(raw) for raw in received.snapshots.get(name, [])], end)
+            verdict = judge_snapshots(exp, [_record(raw) for raw in received.snapshots.get(name, [])], end,
+                                      masking.wanted.get(name) if masking is not None else None)
         verdict.file = chapter.test_file
         end = end or {}
         stopped = _stopped_by(str(end.get("problem") or ""), timeout)
@@ -602,7 +625,9 @@ def judge_chapter(
     with processes.scratch_directory("course-judge-") as scratch:
         plans_file = scratch / "plans.json"
         # ASCII: a plan may hold text that is not UTF-8 (chapter 08's invalid bytes), escaped in JSON.
-        plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans}), encoding="ascii")
+        plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans,
+                                          **({"mask": masking.plans_entry()} if masking is not None else {})}),
+                              encoding="ascii")
         skip: list[str] = list(left_out)
         current: str | None = None
         clock = RunClock(timeout, wall)

@@ -39,4 +39,5 @@ def generated_scenarios(module: str):
         compare_section(module, section)
 
     test_generated.__module__ = f"tests.test_{module}"
+    test_generated.course_generated = True  # (never masked: its plans are the judge's, run as they are)
     return test_generated

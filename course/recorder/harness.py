@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from course.recorder import mask as masks
 from course.recorder.impl import load_checkpoint, load_prerequisite  # noqa: F401  (tests and the CLI import them from here)
 from course.recorder.record import jsonable
+from course.runtime.scripted import ScriptedModel
 from course.runtime.tools import Registry
 
 
@@ -42,12 +44,17 @@ class Run:
     """The model requests whose `stream()` was not handed the run's signal (when the run had one)."""
     messages_json: bool = field(default=True, repr=False)
     """Whether the rendered run ends with the messages as JSON (a long run's snapshot leaves it out)."""
+    masked_record: dict | None = field(default=None, repr=False, compare=False)
+    """In a masked scenario (course.recorder.mask), the run as the code under test made it, masked: what
+    `record()` gives (the judge's evidence), while the fields above are the test's unmasked view of it."""
 
     def without_messages_json(self) -> Run:
         return dataclasses.replace(self, messages_json=False)
 
     def record(self) -> dict:
         """The run as JSON data: what the judge renders and checks."""
+        if self.masked_record is not None:
+            return {**self.masked_record, "messagesJson": self.messages_json}
         return jsonable({
             "kind": "loop-run", "reason": self.reason, "steps": self.steps, "messages": self.messages,
             "events": self.events, "requests": self.requests, "executions": self.executions,
@@ -95,9 +102,44 @@ async def run_loop(
     """Run `loop.run_agent_loop` once, counting tool executions and checking the loop's promises.
 
     Counting wraps the tools (or the injected executor) without changing the path under test:
-    with no `execute_tool_call`, the loop still uses its own chapter 06 executor.
+    with no `execute_tool_call`, the loop still uses its own chapter 06 executor. In a masked
+    scenario (a grade with a secret: course.recorder.mask), the loop runs on the masked inputs.
     """
     registry = tools if tools is not None else Registry()
+    mask = masks.current()
+    if mask is None:
+        return await _run_once(loop, model=model, context=context, registry=registry,
+                               execute_tool_call=execute_tool_call, signal=signal, max_steps=max_steps, on_event=on_event)
+    return await _run_masked(loop, mask, model=model, context=context, registry=registry,
+                             execute_tool_call=execute_tool_call, signal=signal, max_steps=max_steps, on_event=on_event)
+
+
+async def _run_masked(loop: ModuleType, mask: masks.Mask, *, model: Any, context: dict, registry: Registry,
+                      execute_tool_call: Any, signal: Any, max_steps: int | None, on_event: Any) -> Run:
+    """The run of the masked scenario; returned as the test's unmasked view, recording the masked run."""
+    if not isinstance(model, ScriptedModel):
+        raise TypeError("a masked scenario needs a ScriptedModel (its answers are masked before the loop sees them)")
+
+    def count() -> None:
+        model.request_count += 1
+
+    masked_model = ScriptedModel([mask.response(response, model.requests, count) for response in model.responses])
+    masked_context = mask.context(context)
+    run = await _run_once(loop, model=masked_model, context=masked_context, registry=mask.registry(registry),
+                          execute_tool_call=None if execute_tool_call is None else mask.executor(execute_tool_call),
+                          signal=signal, max_steps=max_steps, on_event=mask.observer(on_event))
+    return dataclasses.replace(
+        run, masked_record=run.record(),
+        messages=[mask.message(m, forward=False) for m in run.messages] if isinstance(run.messages, list) else run.messages,
+        events=[mask.event(e, forward=False) for e in run.events],
+        requests=[mask.request(r, forward=False) for r in run.requests or []],
+        executions=[mask.untext(name) for name in run.executions],
+        input_messages=copy.deepcopy(context["messages"]), caller_messages_after=context["messages"],
+        system_prompt=context["systemPrompt"], definitions=registry.definitions())
+
+
+async def _run_once(loop: ModuleType, *, model: Any, context: dict, registry: Registry, execute_tool_call: Any,
+                    signal: Any, max_steps: int | None, on_event: Any) -> Run:
     executions: list[str] = []
     events: list[dict] = []
     input_messages = copy.deepcopy(context["messages"])

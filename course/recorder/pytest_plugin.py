@@ -24,6 +24,7 @@ import pytest
 
 from course.manifest import HARDENING
 from course.recorder import impl
+from course.recorder import mask as masks
 from course.recorder.limits import PlanTimedOut, ScenarioTimedOut, ignore_stray_signals, time_limit
 from course.recorder.record import jsonable
 
@@ -220,6 +221,11 @@ class Recording:
         self.plans = json.loads(Path(plans).read_text(encoding="utf-8")) if plans else None
         self.implementation = implementation
         self.snapshots: dict[str, int] = {}
+        masking = (self.plans or {}).get("mask") or {}
+        self.mask_key = bytes.fromhex(masking["key"]) if masking.get("key") else None
+        """A grade with a secret: the chapter's mask key (never the secret), each fixed scenario masked by it."""
+        self.published = frozenset(masking.get("published") or ())
+        """Fixed scenarios that run in their published form all the same (the judge found no masked answer)."""
 
     def write(self, line: dict) -> None:
         try:
@@ -290,6 +296,24 @@ class Recording:
                 if missing:
                     self.write({"importError": missing_names(chapter, missing, self.implementation)})
             self.write({"event": "imported", "module": chapter.module})
+
+    def mask_of(self, item: pytest.Item) -> masks.Mask | None:
+        """The mask a scenario runs under: a fixed scenario's, in a grade with a secret; else None."""
+        name = self.scenario(item)
+        if self.mask_key is None or name in self.published or getattr(getattr(item, "function", None),
+                                                                         "course_generated", False):
+            return None
+        return masks.Mask(masks.scenario_key(self.mask_key, name))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
+        with masks.masking(self.mask_of(item)):  # (its fixtures too: chapter 06's module is masked at the fixture)
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        with masks.masked_clock():  # (inside the test's own clock, which a fixture installs)
+            return (yield)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location) -> None:
