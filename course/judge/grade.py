@@ -213,7 +213,7 @@ def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wa
                       isolate: bool, plans: dict, wanted: dict, hardening: float) -> Masking:
     """The fixed scenarios' masked form for this secret, and the reference's renderings of it (recorded once, in the
     sandbox every submission runs in): what each submission's masked runs must equal. A scenario the reference's
-    masked run renders no whole answer for (a bug of the mask's) is judged in its published form, said on stderr."""
+    masked run renders no whole answer for is judged in its published form (`say_what_is_not_masked`)."""
     masking = Masking(secret.derive(grading_secret, "mask", chapter.module))
     with processes.scratch_directory("course-grade-masked-") as work:
         folder = reference_folder(chapter, root, Path(work) / "submission")
@@ -231,14 +231,19 @@ def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wa
               if not e.generated and (hardening > 0 or e.track != HARDENING)}
     rendered = {v.scenario: v.renders for v in run.verdicts
                 if v.scenario in counts and v.status in ("passed", "failed") and len(v.renders) == counts[v.scenario]}
-    published = tuple(sorted(set(counts) - set(rendered)))
+    return Masking(masking.key, rendered, tuple(sorted(set(counts) - set(rendered))))
+
+
+def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: frozenset[str]) -> None:
+    """On stderr: the fixed scenarios of a grade with a secret that run in their published form all the same (but
+    those the reference does not pass here, which no one is graded on), and a chapter a mask cannot protect."""
+    published = [name for name in masking.published if name not in ungradable]
     if published:
         print(f"course grade: the reference's masked run rendered no answer for {len(published)} fixed scenario(s), "
               f"judged in their published form (a replay of their answers is not stopped): {', '.join(published)}",
               file=sys.stderr)
     if chapter.module in UNMASKED:
         print(f"course grade: {UNMASKED[chapter.module]}", file=sys.stderr)
-    return Masking(masking.key, rendered, published)
 
 
 def _target(link: Path) -> str:
@@ -310,6 +315,8 @@ def grade(args: argparse.Namespace) -> int:
         plans=plans, wanted=wanted, hardening=hardening)
     ungradable = reference_gaps(chapter, root=root, wall=args.timeout, timeout=args.scenario_timeout,
                                 isolate=isolate, plans=plans, wanted=wanted, hardening=hardening, masking=masking)
+    if masking is not None:
+        say_what_is_not_masked(chapter, masking, ungradable)
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
