@@ -1,0 +1,95 @@
+"""The masks of a grade with a secret (course.recorder.mask): derived from the secret, deterministic, and
+handed to the child without it; a masked scenario keeps everything a loop looks at but the letters."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course.judge import secret
+from course.judge.session import Masking
+from course.recorder import mask as masks
+from course.recorder.harness import load_checkpoint, run_loop
+from course.runtime import readme_example as readme
+from course.runtime.scripted import ScriptedModel
+from course.runtime.tools import Registry
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG_SECRET = b"0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+SCENARIO = "TestSingleToolRoundTrip::test_readme_round_trip"
+
+
+def scenario_mask(grading_secret: bytes, scenario: str = SCENARIO) -> masks.Mask:
+    return masks.Mask(masks.scenario_key(secret.derive(grading_secret, "mask", "ch07_agent_loop"), scenario))
+
+
+def test_a_mask_is_the_same_for_the_same_secret_and_scenario_and_differs_otherwise():
+    texts = [readme.QUESTION, readme.README, "call-1", "read"]
+    same, again = scenario_mask(LONG_SECRET), scenario_mask(LONG_SECRET)
+    assert [same.text(t) for t in texts] == [again.text(t) for t in texts] and same.clock == again.clock
+    for other in (scenario_mask(LONG_SECRET + b"1"), scenario_mask(LONG_SECRET, "TestPureStop::test_pure_stop")):
+        assert [other.text(t) for t in texts] != [same.text(t) for t in texts] and other.clock != same.clock
+
+
+def test_the_child_gets_a_key_derived_from_the_secret_never_the_secret():
+    key = secret.derive(LONG_SECRET, "mask", "ch07_agent_loop")
+    handed = json.dumps(Masking(key, {"TestPureStop::test_pure_stop": ["..."]}).plans_entry())
+    assert LONG_SECRET.decode() not in handed and LONG_SECRET.hex() not in handed and key.hex() in handed
+    assert "..." not in handed  # (nor the reference's renderings it is judged against)
+    assert key != secret.derive(LONG_SECRET, "mask", "ch06_tool_execution")
+    assert key not in (secret.derive(LONG_SECRET, "plans", "ch07_agent_loop", section) for section in ("abort", "batch"))
+
+
+@pytest.mark.parametrize("text", [readme.QUESTION, readme.README, "", "  a\tb\n", "汉" * 3 + "é\u0301x\x00",
+                                  "call-1", "\ud800 lone"])
+def test_the_substitution_keeps_lengths_whitespace_and_inverts(text):
+    mask = scenario_mask(LONG_SECRET)
+    masked = mask.text(text)
+    assert mask.untext(masked) == text and len(masked) == len(text)
+    assert len(masked.encode("utf-8", "surrogatepass")) == len(text.encode("utf-8", "surrogatepass"))
+    assert [c.isspace() or not c.isalnum() for c in masked] == [c.isspace() or not c.isalnum() for c in text]
+    if any(c.isalnum() and c.isascii() for c in text):
+        assert masked != text
+
+
+async def test_a_masked_run_records_the_masked_scenario_and_shows_the_test_the_published_one():
+    ch07 = load_checkpoint("ch07_agent_loop")
+
+    def inputs():
+        return dict(model=ScriptedModel([readme.first_answer(), readme.final_answer()]), context=readme.context(),
+                    tools=Registry([readme.memory_read_tool()]))
+
+    published = await run_loop(ch07, **inputs())
+    mask = scenario_mask(LONG_SECRET)
+    with masks.masking(mask), masks.masked_clock():
+        given = inputs()
+        masked = await run_loop(ch07, **given)
+    record = masked.record()
+    text = json.dumps(record, ensure_ascii=False)
+    assert all(word not in text for word in ("call-1", "tiny-pi", '"read"', "请读取")), text
+    assert record["messages"][1]["content"][1]["id"] == mask.text("call-1")
+    assert record["messages"][0]["timestamp"] == mask.clock.start
+    # The test's view: the published run, but for the clock.
+    without_time = lambda messages: [{k: v for k, v in m.items() if k != "timestamp"} for m in messages]  # noqa: E731
+    assert without_time(masked.messages) == without_time(published.messages)
+    assert (masked.reason, masked.steps, masked.executions) == ("stop", 2, ["read"])
+    assert len(given["model"].requests) == 2 and given["model"].requests[1]["messages"][-1]["toolCallId"] == "call-1"
+
+
+def test_masked_chapter_07_scenarios_keep_their_own_assertions(tmp_path):
+    """Every chapter 07 test passes its own assertions masked (they see the published scenario), recording
+    runs that share no id or text with the published snapshots."""
+    plans, record = tmp_path / "plans.json", tmp_path / "record.jsonl"
+    key = secret.derive(LONG_SECRET, "mask", "ch07_agent_loop")
+    plans.write_text(json.dumps({"module": "ch07_agent_loop", "sections": {},
+                                 "mask": Masking(key).plans_entry()}), encoding="ascii")
+    subprocess.run([sys.executable, "-m", "pytest", "tests/test_ch07_agent_loop.py", "-k", "not generated",
+                    f"--course-record={record}", f"--course-plans={plans}", "--reference", "-p", "no:cacheprovider",
+                    "-p", "no:syrupy", "-q"], cwd=ROOT, check=False, capture_output=True, timeout=300)
+    lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    ends = {line["scenario"]: line["outcome"] for line in lines if line.get("event") == "end"}
+    assert len(ends) >= 20 and set(ends.values()) == {"passed"}, ends
+    snapshots = [json.dumps(line["record"], ensure_ascii=False) for line in lines if "snapshot" in line]
+    assert len(snapshots) == len(ends) and not any("call-1" in text or "tiny-pi" in text for text in snapshots)
