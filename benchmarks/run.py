@@ -36,6 +36,12 @@ TARGET_CHAPTER_SECONDS = 2.0
 TARGET_CHECK_SECONDS = 2.5
 """`course check 07`: the chapter judged apart from the student's code."""
 TARGET_SUITE_SECONDS = 25.0
+"""The plain suite, `python -m pytest` (without the command tests and the gate)."""
+ONE_TEST = ["tests/test_own_time.py", "-k", "quiet"]
+"""A pytest run of one quick test: start-up, the plugins and one module's collection, the least any pytest
+run of the course costs."""
+TARGET_CHAPTER_RATIO = 1.5
+"""`pytest -k ch07` against ONE_TEST's run: what a chapter's own tests add to pytest's start-up."""
 
 
 @dataclass
@@ -59,7 +65,7 @@ class BenchmarkOptions:
     validation_calls: int = 2000
     """Calls per timing of each argument validator (the best of 5 timings is shown)."""
     feedback: bool = True
-    """Time `pytest -k ch07`, `course check 07` and the whole suite as subprocesses."""
+    """Time `pytest -k ch07`, `course check 07`, the whole suite and a one-test run as subprocesses."""
     grading: int = 8
     """Submissions (copies of the reference) to grade, with and without the sandbox; 0 leaves it out."""
     markdown: bool = False
@@ -102,7 +108,7 @@ class Results:
     peers: list[PeerReport]
     """One report per peer asked for."""
     feedback: list[PytestRun]
-    """`pytest -k ch07`, `course check 07` and the whole suite; empty with feedback off."""
+    """`pytest -k ch07`, `course check 07`, the whole suite and ONE_TEST's run; empty with feedback off."""
     grading: list[GradingRun]
     """`course grade` without and with the sandbox; empty with grading off."""
     load: tuple[float, float]
@@ -150,6 +156,8 @@ def measure(options: BenchmarkOptions) -> Results:
         feedback.append(time_check("07", options.repeat))
         progress(f"python -m pytest x {options.repeat}")
         feedback.append(time_pytest([], options.repeat))
+        progress(f"python -m pytest {' '.join(ONE_TEST)} x {options.repeat}")
+        feedback.append(time_pytest(ONE_TEST, options.repeat))
     grading = []
     if options.grading:
         progress(f"course grade 07: {options.grading} submissions, without and with the sandbox")
@@ -272,7 +280,20 @@ def targets(results: Results) -> list[list[str]]:
         rows.append([f"`{run.command}`" if results.options.markdown else run.command, f"< {duration(target)}",
                      duration(run.elapsed.wall), duration(run.elapsed.cpu),
                      verdict(run.elapsed.wall < target and run.exit_code == 0)])
+    rows += chapter_ratio(results)
     return rows
+
+
+def chapter_ratio(results: Results) -> list[list[str]]:
+    """The target row of `pytest -k ch07` against a one-test run, when both were timed."""
+    timed = {tuple(run.args): run for run in results.feedback}
+    chapter, one = timed.get(("-k", "ch07")), timed.get(tuple(ONE_TEST))
+    if chapter is None or one is None:
+        return []
+    wall, cpu = chapter.elapsed.wall / one.elapsed.wall, chapter.elapsed.cpu / one.elapsed.cpu
+    what = f"{chapter.command} / {one.command}"
+    return [[f"`{what}`" if results.options.markdown else what, f"≤ {TARGET_CHAPTER_RATIO}", f"{wall:.2f}",
+             f"{cpu:.2f}", verdict(wall <= TARGET_CHAPTER_RATIO and chapter.exit_code == one.exit_code == 0)]]
 
 
 def render(results: Results, command: str) -> str:
@@ -379,7 +400,8 @@ def render(results: Results, command: str) -> str:
         sections.append(section(
             "Feedback time",
             f"Wall time from process start to exit, median of {options.repeat} after one untimed run "
-            "(bytecode caches written, as on a usual machine).",
+            "(bytecode caches and the reference's runs of the published plans written, as on a student's machine "
+            "after the first run).",
             table(["command", "wall", "CPU", "it says"], rows, md), md))
     if results.grading:
         rows = [["with bubblewrap" if g.sandbox else "without the sandbox", str(g.submissions), duration(g.wall),

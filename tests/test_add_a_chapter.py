@@ -1,7 +1,7 @@
 """docs/instructors.md's add-a-chapter checklist, followed step by step in a temporary clone of the
 course: `course new 10 "Shouting"`, the skeleton filled in as an instructor would (a checkpoint of two
-functions, its catalogue entry's names, snapshot tests of a plain string and a list in two sections),
-then every command on chapter 10. The chapter has no gallery, no hints, no stored signatures and no
+functions, its catalogue entry's names and its tox environment, snapshot tests of a plain string and a
+list in two sections), then every command on chapter 10. The chapter has no gallery, no hints, no stored signatures and no
 generated plans: nothing of another chapter may notice (`pytest -k ch07` passes the same tests).
 
 The steps run once, in order, in one module fixture (each needs the one before); each test asserts
@@ -20,7 +20,7 @@ import pytest
 
 from processes import TRUSTED
 
-# Slow: `pytest -m commands` runs them (CI does). The module fixture runs the checklist's 17 commands one
+# Slow: `pytest -m commands` runs them (CI does). The module fixture runs the checklist's 19 commands one
 # after another: minutes of wall time beside CI's busy processes, past pytest's default bound of 300 s.
 pytestmark = [pytest.mark.commands, pytest.mark.timeout(1800)]
 
@@ -130,12 +130,18 @@ class Clone:
 
 
 def fill_in(clone: Clone) -> None:
-    """Step 2: the chapter's checkpoint and tests in place of the skeleton's, its names in the catalogue."""
+    """Step 2: the chapter's checkpoint and tests in place of the skeleton's, its names in the catalogue, its
+    tox environment."""
     clone.write("checkpoints/ch10_shouting.py", CHECKPOINT)
     clone.write("tests/test_ch10_shouting.py", TESTS)
     catalogue = (clone.root / "course" / "catalogue.toml").read_text(encoding="utf-8")
     assert catalogue.count('names = ["example"]') == 1
     clone.write("course/catalogue.toml", catalogue.replace('names = ["example"]', 'names = ["shout", "words"]'))
+    tox = (clone.root / "tox.ini").read_text(encoding="utf-8")
+    tox, named = re.subn(r"\[testenv:ch\{([\d,]+)\}\]", r"[testenv:ch{\1,10}]", tox)
+    tox, listed = re.subn(r"^(env_list = .*\bch\d\d)\b", r"\1, ch10", tox, flags=re.MULTILINE)
+    assert (named, listed) == (1, 1)
+    clone.write("tox.ini", tox)
 
 
 def follow_the_checklist(clone: Clone) -> dict[str, tuple[int, str]]:
@@ -143,7 +149,9 @@ def follow_the_checklist(clone: Clone) -> dict[str, tuple[int, str]]:
     done = {"ch07 before": clone.pytest("-k", "ch07")}
     done["new"] = clone.course("new", "10", "Shouting")
     done["skeleton pytest"] = clone.pytest("-k", "ch10")
+    done["tox before"] = clone.pytest("tests/test_docs.py", "-k", "tox")
     fill_in(clone)
+    done["tox"] = clone.pytest("tests/test_docs.py", "-k", "tox")
     done["update"] = clone.course("snapshots", "update", "10")
     done["pytest"] = clone.pytest("-k", "ch10")
     done["check"] = clone.course("check", "10")
@@ -183,6 +191,13 @@ def test_new_writes_a_skeleton_that_passes_its_own_tests(steps):
                                     "  wrote 2 snapshots in tests/__snapshots__/test_ch10_shouting/ (from the reference)"]
     code, out = steps["skeleton pytest"]
     assert (code, passed_count(out)) == (0, 2), out
+
+
+def test_the_chapter_gets_its_tox_environment(steps):
+    code, out = steps["tox before"]
+    assert code == 1 and "tox.ini's [testenv:ch{...}] names" in out and "'10']" in out, out
+    code, out = steps["tox"]
+    assert (code, passed_count(out)) == (0, 1), out
 
 
 def test_snapshots_update_replaces_the_skeleton_s_snapshots_with_the_chapter_s(steps):

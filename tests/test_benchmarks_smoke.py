@@ -4,12 +4,16 @@ Nothing here looks at a time: speed is what `python -m benchmarks` reports, neve
 """
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from benchmarks.feedback import feedback_environment
+from benchmarks.feedback import PytestRun, feedback_environment
 from benchmarks.peers import Peer, PeerReport, PeerSize, Progress, measure_peer, predicted_seconds
-from benchmarks.run import BenchmarkOptions, build_parser, measure, render
+from benchmarks.run import ONE_TEST, BenchmarkOptions, build_parser, measure, render
 from benchmarks.workloads import Elapsed, WorkloadError, peak_memory, run_batch, run_floor, run_steps, step_script
 from course.recorder.impl import CHAIN_ENV, IMPL_ENV
 from course.judge.invariants import check_pairing
@@ -134,9 +138,32 @@ def test_the_timed_pytest_runs_are_the_course_suite_on_the_reference():
     assert feedback_environment(caller) == {"PATH": "/bin"}
 
 
+@pytest.mark.commands  # it drives `course grade` in child processes (seconds): with the command tests
 def test_the_grading_benchmark_grades_what_it_counts():
     from benchmarks.grading import time_grading
 
     run = time_grading(2, sandbox=False)
     assert (run.submissions, run.passed, run.sandbox) == (2, 2, False)
     assert run.per_submission == run.wall / 2
+
+
+def test_the_one_test_run_selects_one_test():
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *ONE_TEST],
+                          cwd=Path(__file__).resolve().parent.parent, env=feedback_environment(os.environ),
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len([line for line in done.stdout.splitlines() if "::" in line]) == 1, done.stdout
+
+
+def test_the_report_holds_pytest_k_ch07_to_a_one_test_run_and_times_the_plain_suite():
+    results = measure(BenchmarkOptions(sizes=[4, 2], repeat=1, peers=[], batch=3, validation_calls=5,
+                                       feedback=False, grading=0, markdown=True))
+    results.feedback = [PytestRun(["-k", "ch07"], Elapsed(3.0, 2.0), 0, "35 passed"),
+                        PytestRun(["__course_check__", "07"], Elapsed(1.0, 1.0), 0, "35 of 35 scenarios pass"),
+                        PytestRun([], Elapsed(20.0, 30.0), 0, "833 passed"),
+                        PytestRun(ONE_TEST, Elapsed(1.5, 0.5), 0, "1 passed")]
+    report = render(results, "python -m benchmarks")
+    assert "| `python -m pytest -k ch07 / python -m pytest tests/test_own_time.py -k quiet` | ≤ 1.5 | 2.00 | 4.00 " \
+           "| NO |" in report
+    assert "| `python -m pytest` | < 25.00 s | 20.00 s | 30.00 s | yes |" in report
+    assert "| `python -m pytest tests/test_own_time.py -k quiet` | 1.50 s | 500.0 ms | 1 passed |" in report

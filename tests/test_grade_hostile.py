@@ -848,7 +848,7 @@ def test_a_daemon_without_the_judges_mark_ends_with_its_submission(grades):
     assert code == 0, out
     # Graded with --no-sandbox: said once, on stderr, with what does not hold (the table on stdout stays the table).
     warned = (grades.workspace / "daemon.err").read_text(encoding="utf-8")
-    assert warned.count("course grade: --trusted, --no-sandbox: these guarantees of the README do not hold") == 1, warned
+    assert warned.count("course grade: --trusted, --no-sandbox: these guarantees of docs/guarantees.md do not hold") == 1, warned
     assert all(f"  - {gap}\n" in warned for gap in grade.UNSANDBOXED), warned
     assert "--no-sandbox" not in grades.printed("daemon")
     rows = grades.table("daemon")

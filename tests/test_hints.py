@@ -249,9 +249,9 @@ def test_step_three_without_a_broken_promise_shows_the_divergence_or_the_excepti
     assert "starter's body" in step3
 
 
-def test_chapters_without_their_text_here_point_at_the_readme():
+def test_chapters_without_their_text_here_point_at_their_description_in_the_docs():
     step2 = hints.hint_steps("08", "截断", [], None)[1]
-    assert "not in this repository" in step2 and "README" in step2 and "Chapter 08" in step2
+    assert "not in this repository" in step2 and "docs/students.md" in step2 and "Chapter 08" in step2
 
 
 # --- the command on hand-made runs --------------------------------------------------------------

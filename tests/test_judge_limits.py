@@ -233,14 +233,14 @@ def test_a_directory_left_without_permissions_is_removed_by_a_judge_that_is_not_
     assert left == "False"
 
 
-# --- F9: a graded copy holds a later chapter's reference only where the README says so ------------------
+# --- F9: a graded copy holds a later chapter's reference only where docs/guarantees.md says so ------------------
 
-def test_a_graded_copy_holds_a_later_chapters_reference_only_where_the_readme_says_so(tmp_path):
+def test_a_graded_copy_holds_a_later_chapters_reference_only_where_the_guarantees_say_so(tmp_path):
     """Chapter 06's `in_the_loop` plans run in chapter 07's reference loop, in the submission's process:
     its copy holds that loop, which the submission can read. That is the one exception, said plainly."""
     from course.manifest import CHAPTERS
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "guarantees.md").read_text(encoding="utf-8")
     for chapter in CHAPTERS:
         target = tmp_path / chapter.number
         target.mkdir()

@@ -1,7 +1,7 @@
 """Property tests: the chapter 07 loop keeps its promises on every generated scripted run.
 
 What a generated run is, the Hypothesis profiles, and how to reproduce a failure: generated_runs.py
-and the README's "Guarantees". Hypothesis is imported only when this test runs, so collecting
+and docs/guarantees.md. Hypothesis is imported only when this test runs, so collecting
 the suite (`pytest -k ch07`) does not pay for it.
 """
 

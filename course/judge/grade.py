@@ -359,7 +359,7 @@ def graded_plans(chapter: Chapter, root: Path, grading_secret: bytes | None,
 def sandbox_mode(args: argparse.Namespace) -> bool | None:
     """Whether submissions run in bubblewrap's sandbox; None when they may not run at all: without the
     sandbox (not installed, or --no-sandbox) only code the grader trusts is graded (--trusted), and
-    every such run says which of the README's guarantees do not hold."""
+    every such run says which of docs/guarantees.md's guarantees do not hold."""
     if not args.no_sandbox and bubblewrap() is not None:
         if not knows_size(bubblewrap()):
             print("course grade: this bubblewrap takes no --size (it is older than 0.8): each submission's private "
@@ -373,7 +373,7 @@ def sandbox_mode(args: argparse.Namespace) -> bool | None:
               "you can, the answers and the other submissions included. Grade untrusted code with bubblewrap "
               "(apt-get install bubblewrap); code you trust, with --trusted.", file=sys.stderr)
         return None
-    print(f"course grade: --trusted, {why}: these guarantees of the README do not hold in this grade:", file=sys.stderr)
+    print(f"course grade: --trusted, {why}: these guarantees of docs/guarantees.md do not hold in this grade:", file=sys.stderr)
     for gap in [*UNSANDBOXED, *confine.missing()]:
         print(f"  - {gap}", file=sys.stderr)
     confine.shield_judge()
@@ -394,7 +394,7 @@ UNSANDBOXED = (
     "children, followed until none is left), so a process that forks faster than the judge ends it could outlive "
     "the grade",
 )
-"""The README's guarantees of a graded submission that need bubblewrap's sandbox, as a grade without it
+"""docs/guarantees.md's guarantees of a graded submission that need bubblewrap's sandbox, as a grade without it
 says they do not hold. (Its limits, the copy without the answers, its environment of its own, a fresh
 session keyring and the seccomp filter hold all the same.)"""
 

@@ -15,7 +15,7 @@ kind matches still shows, word for word, with no guess about what it means.
 
 Line numbers are those of the chapter 07 text the course is written from (the manifest's `text`,
 `CHAPTER_TEXT` its title); the quotes come from `course.judge.contracts`, stored, so they print where the
-text is not at hand. Chapters without a table point at their section and the README's description.
+text is not at hand. Chapters without a table point at their section and their description in docs/students.md.
 
 The API the other commands use: `hint_steps(chapter, section, broken_promises, divergence,
 purpose=..., problem=...)` (the steps as text), `broken_promises_in(renders)` (the report lines
@@ -122,7 +122,7 @@ SECTIONS: dict[str, dict[str, Section]] = {
                     "traceback; only cancellation propagates. The tool gets a copy of the arguments; its own "
                     "isError and details are kept.",
             elsewhere="the chapter 06 text's section 「工具执行」 (not in this repository); in this repository, "
-                      "checkpoints/ch06_tool_execution.py's docstrings and the README's Layout table "
+                      "checkpoints/ch06_tool_execution.py's docstrings and docs/instructors.md's Layout table "
                       "(`execute_tool_call`) describe the same contract",
             look_for="which failure becomes which error text, and that the result always answers the call's id",
         ),
@@ -178,7 +178,7 @@ SECTIONS: dict[str, dict[str, Section]] = {
             promise="The chapter 07 README round trip works with the real read tool bound to a workspace: the "
                     "answer follows the file on disk, a refused path is an error result the model reads, and a "
                     "model following the truncation notice's offset reads a long file page by page.",
-            elsewhere="the README's section \"Chapter 08: the workspace read tool\" (its first paragraph)",
+            elsewhere="docs/students.md's section \"Chapter 08: the workspace read tool\" (its first paragraph)",
             look_for="create_read_tool(root, ...) returning a Tool whose arguments are path, offset, limit",
         ),
         "越界": Section(
@@ -186,7 +186,7 @@ SECTIONS: dict[str, dict[str, Section]] = {
                     "links at any depth that lead outside, link loops, and a file or a directory on the way "
                     "swapped for a link (or the file for a FIFO) between the tool's check and its open are error "
                     "results with the reason in details.error; links that stay inside read their target.",
-            elsewhere="the README's section \"Chapter 08: the workspace read tool\" (\"Model arguments are "
+            elsewhere="docs/students.md's section \"Chapter 08: the workspace read tool\" (\"Model arguments are "
                       "treated as untrusted\" and the openat / O_NOFOLLOW walk)",
             look_for="walking the path one component at a time from a descriptor of the root, every step "
                      "opened with O_NOFOLLOW, and fstat on the opened file's descriptor",
@@ -198,7 +198,7 @@ SECTIONS: dict[str, dict[str, Section]] = {
                     "OS error (EACCES, EIO, the workspace gone) is an os_error result. A name is its bytes (no "
                     "Unicode normalisation, no case-insensitive match, dotfiles are files), no file is refused "
                     "for its size, and what the read takes from the file is all that is judged.",
-            elsewhere="the README's section \"Chapter 08: the workspace read tool\" (the list of refusals)",
+            elsewhere="docs/students.md's section \"Chapter 08: the workspace read tool\" (the list of refusals)",
             look_for="which check refuses which kind of path, that the type is checked before opening, and "
                      "that a read stops with the chunk where its window ends",
         ),
@@ -206,7 +206,7 @@ SECTIONS: dict[str, dict[str, Section]] = {
             promise="A read returns at most max_lines lines and max_bytes bytes (a long line cut on a character "
                     "boundary); a read that does not reach the end ends with a notice naming the next offset, "
                     "and details.nextOffset says the same; following it reads every line once.",
-            elsewhere="the README's section \"Chapter 08: the workspace read tool\" (the truncation notice and "
+            elsewhere="docs/students.md's section \"Chapter 08: the workspace read tool\" (the truncation notice and "
                       "details.nextOffset)",
             look_for="offset is 1-based; the notice's offset is the first line not returned",
         ),
@@ -216,7 +216,7 @@ SECTIONS: dict[str, dict[str, Section]] = {
                     "after every chunk and reports progress each MiB; the result is an aborted error result, in "
                     "the loop no further request follows, and a cancelled read ends with CancelledError and "
                     "closes its file.",
-            elsewhere="the README's section \"Chapter 08: the workspace read tool\" (\"an aborted signal stops a "
+            elsewhere="docs/students.md's section \"Chapter 08: the workspace read tool\" (\"an aborted signal stops a "
                       "long read between chunks\")",
             look_for="checking the signal before each read call, yielding after each, closing the file in a finally",
         ),

@@ -41,7 +41,7 @@ FILE_LIMIT = 64 * 2**20
 """The largest file it may write (bytes): its records and its output included (per file, not in all)."""
 PROCESS_LIMIT = 64
 """Processes its user may run at once. The kernel does not apply it to root, and a PID namespace
-counts nothing: a grade run as root bounds no number of processes (see README)."""
+counts nothing: a grade run as root bounds no number of processes (see docs/guarantees.md)."""
 TMP_SIZE = 64 * 2**20
 """The size of the private /tmp under bubblewrap (bytes; a tmpfs, so memory)."""
 HOME_SIZE = 64 * 2**20
