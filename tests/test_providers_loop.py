@@ -41,7 +41,7 @@ class TestChapter07Loop:
                                Reply(recorded(f"{provider}_readme_final.sse"))])
         run = await run_loop(load_prerequisite("ch07_agent_loop"), model=model, context=readme.context(),
                              tools=Registry([readme.memory_read_tool()]))
-        assert run.render() == snapshot
+        assert run == snapshot
         assert (run.reason, run.steps, run.executions, run.problems) == ("stop", 2, ["read"], [])
         assert run.messages[-1]["content"] == [text("项目名是 tiny-pi。")]
         assert len(server.requests) == 2
