@@ -113,16 +113,25 @@ def create_read_tool(root: str | os.PathLike, *, max_lines: int = DEFAULT_MAX_LI
         raise ValueError(f"Workspace root {os.fspath(root)!r} is not a directory")
     if max_lines < 1 or max_bytes < 1:
         raise ValueError("max_lines and max_bytes must be at least 1")
-    workspace = Workspace(os.path.abspath(root), max_lines, max_bytes)
+    root = os.path.abspath(root)  # a later change of the current directory changes nothing
+    real_root = os.path.realpath(root)
 
     async def execute(arguments: dict, context: ToolExecutionContext) -> ToolOutput:
+        path = arguments["path"]
         try:
-            return await workspace.read(arguments["path"], arguments.get("offset", 1), arguments.get("limit"),
-                                        context)
+            parts = relative_parts(path, root, real_root)
+            shown = display("/".join(parts))
+            fd = open_file(parts, shown, root, real_root)
+            window = Window(arguments.get("offset", 1), arguments.get("limit"), max_lines, max_bytes)
+            try:
+                await read_window(fd, shown, window, context)
+            finally:  # however the read ends (a refusal, a cancellation), its file is closed
+                os.close(fd)
+            return window.output(shown)
         except Refusal as refusal:
             return refused(refusal)
         except OSError as error:  # Permission denied, the workspace gone, ...: still an answer
-            return refused(Refusal("os_error", quoted=quote(arguments["path"]), reason=error.strerror))
+            return refused(Refusal("os_error", quoted=quote(path), reason=error.strerror))
 
     return Tool(
         name="read",
@@ -143,96 +152,75 @@ def create_read_tool(root: str | os.PathLike, *, max_lines: int = DEFAULT_MAX_LI
     )
 
 
-@dataclass
-class Workspace:
-    """The root a read tool is bound to (absolute), its real path, and the caps of one read."""
+def relative_parts(path: str, root: str, real_root: str) -> list[str]:
+    """The path's components below the root: the string checked first, in the table's order."""
+    if path == "":
+        raise Refusal("invalid_path/empty")
+    if "\0" in path:
+        raise Refusal("invalid_path/nul", quoted=quote(path))
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise Refusal("invalid_path/unicode", quoted=quote(path)) from None
+    if size > MAX_PATH_BYTES:
+        raise Refusal("too_long/path", size=size, limit=MAX_PATH_BYTES)
+    parts = components(path)
+    if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
+        raise Refusal("too_long/name", quoted=quote(path), limit=MAX_NAME_BYTES)
+    if ".." in parts:
+        raise Refusal("parent_traversal", quoted=quote(path))
+    if path.startswith("/"):
+        below = under_root(parts, root, real_root)
+        if below is None:
+            raise Refusal("outside_workspace")
+        parts = below
+    return parts
 
-    root: str
-    max_lines: int
-    max_bytes: int
-    real_root: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.real_root = os.path.realpath(self.root)
-
-    async def read(self, path: str, offset: int, limit: int | None, context: ToolExecutionContext) -> ToolOutput:
-        parts = self.relative_parts(path)
-        shown = display("/".join(parts))
-        fd = self.open_file(parts, shown)
-        try:
-            window = await read_window(fd, shown, Window(offset, limit, self.max_lines, self.max_bytes), context)
-        finally:
-            os.close(fd)
-        return window.output(shown)
-
-    def relative_parts(self, path: str) -> list[str]:
-        """The path's components below the root: the string checked first, in the table's order."""
-        if path == "":
-            raise Refusal("invalid_path/empty")
-        if "\0" in path:
-            raise Refusal("invalid_path/nul", quoted=quote(path))
-        try:
-            size = len(path.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise Refusal("invalid_path/unicode", quoted=quote(path)) from None
-        if size > MAX_PATH_BYTES:
-            raise Refusal("too_long/path", size=size, limit=MAX_PATH_BYTES)
-        parts = components(path)
-        if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
-            raise Refusal("too_long/name", quoted=quote(path), limit=MAX_NAME_BYTES)
-        if ".." in parts:
-            raise Refusal("parent_traversal", quoted=quote(path))
-        if path.startswith("/"):
-            below = under_root(parts, self.root, self.real_root)
-            if below is None:
-                raise Refusal("outside_workspace")
-            parts = below
-        return parts
-
-    def open_file(self, parts: list[str], shown: str) -> int:
-        """Walk from the root one name at a time, following links ourselves; open only the last, regular file."""
-        with HeldWalk(self.root) as at:  # 加固: opens the root (gone: os_error); each step relative to the last
-            dirs: list[str] = []  # the directories walked into, below the root
-            pending = deque(parts)
-            links = 0
-            while pending:
-                name = pending.popleft()
-                if name == "..":  # only from a link's target
-                    if not dirs:
-                        raise Refusal("symlink_outside/climbs", path=shown)
-                    dirs.pop()
-                    continue
-                inside = display("/".join([*dirs, name]))
-                try:
-                    info = at.lstat(dirs, name)  # the chapter: os.lstat(os.path.join(root, *dirs, name))
-                except FileNotFoundError:
-                    raise Refusal("not_found", path=shown) from None
-                except NotADirectoryError:
-                    raise Refusal("not_a_directory", path=shown) from None
-                if stat.S_ISLNK(info.st_mode):
-                    links += 1
-                    if links > MAX_SYMLINKS:
-                        raise Refusal("symlink_loop", path=shown, limit=MAX_SYMLINKS)
-                    target = at.readlink(dirs, name)
-                    target_parts = components(target)
-                    if target.startswith("/"):
-                        below = under_root(target_parts, self.root, self.real_root)
-                        if below is None:
-                            raise link_outside(shown, inside)
-                        dirs, target_parts = [], below
-                    elif climbs_above_root(target_parts, len(dirs)):
+def open_file(parts: list[str], shown: str, root: str, real_root: str) -> int:
+    """Walk from the root one name at a time, following links ourselves; open only the last, regular file."""
+    with HeldWalk(root) as at:  # 加固: opens the root (gone: os_error); each step relative to the last
+        dirs: list[str] = []  # the directories walked into, below the root
+        pending = deque(parts)
+        links = 0
+        while pending:
+            name = pending.popleft()
+            if name == "..":  # only from a link's target
+                if not dirs:
+                    raise Refusal("symlink_outside/climbs", path=shown)
+                dirs.pop()
+                continue
+            inside = display("/".join([*dirs, name]))
+            try:
+                info = at.lstat(dirs, name)  # the chapter: os.lstat(os.path.join(root, *dirs, name))
+            except FileNotFoundError:
+                raise Refusal("not_found", path=shown) from None
+            except NotADirectoryError:
+                raise Refusal("not_a_directory", path=shown) from None
+            if stat.S_ISLNK(info.st_mode):
+                links += 1
+                if links > MAX_SYMLINKS:
+                    raise Refusal("symlink_loop", path=shown, limit=MAX_SYMLINKS)
+                target = at.readlink(dirs, name)
+                target_parts = components(target)
+                if target.startswith("/"):
+                    below = under_root(target_parts, root, real_root)
+                    if below is None:
                         raise link_outside(shown, inside)
-                    pending.extendleft(reversed(target_parts))
-                    continue
-                if pending:  # a component in the middle must be a directory
-                    if not stat.S_ISDIR(info.st_mode):
-                        raise Refusal("not_a_directory/named", path=shown, component=inside)
-                    dirs.append(name)
-                    continue
-                check_file_type(info.st_mode, shown)  # before the open: a FIFO or a device is never opened
-                # 加固: opened O_NOFOLLOW | O_NONBLOCK, its type checked again on the descriptor (the chapter: os.open)
-                return at.open_file(dirs, name, lambda mode: check_file_type(mode, shown))
-            raise Refusal("directory", path=shown or ".")
+                    dirs, target_parts = [], below
+                elif climbs_above_root(target_parts, len(dirs)):
+                    raise link_outside(shown, inside)
+                pending.extendleft(reversed(target_parts))
+                continue
+            if pending:  # a component in the middle must be a directory
+                if not stat.S_ISDIR(info.st_mode):
+                    raise Refusal("not_a_directory/named", path=shown, component=inside)
+                dirs.append(name)
+                continue
+            check_file_type(info.st_mode, shown)  # before the open: a FIFO or a device is never opened
+            # 加固: opened O_NOFOLLOW | O_NONBLOCK, its type checked again on the descriptor (the chapter: os.open)
+            return at.open_file(dirs, name, lambda mode: check_file_type(mode, shown))
+        raise Refusal("directory", path=shown or ".")
 
 
 def link_outside(shown: str, link: str) -> Refusal:
@@ -363,8 +351,8 @@ class Window:
         return {"content": [text(f"{body}\n\n{notice}")], "details": details}
 
 
-async def read_window(fd: int, shown: str, window: Window, context: ToolExecutionContext) -> Window:
-    """Read the file chunk by chunk, only until the window is complete."""
+async def read_window(fd: int, shown: str, window: Window, context: ToolExecutionContext) -> None:
+    """Read the file chunk by chunk into `window`, only until it is complete."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     position = 0  # bytes read so far
     while True:
@@ -380,7 +368,7 @@ async def read_window(fd: int, shown: str, window: Window, context: ToolExecutio
             raise Refusal("not_utf8", path=shown, offset=position - held + error.start) from None
         position += len(chunk)
         if window.add(piece, at_end=not chunk):
-            return window
+            return
         if position // MIB > (position - len(chunk)) // MIB:  # another MiB read
             context.report_progress([text(PROGRESS.format(mib=position // MIB, path=shown))])
         await asyncio.sleep(0)  # an abort, a cancellation or another tool of the batch gets in here
