@@ -137,6 +137,12 @@ def raised_now(make, *, about: str) -> dict:
     return {"kind": "raised", "raised": None, "message": "nothing was raised", "about": about}
 
 
+def blocked(fired: list, result) -> bool:
+    """Whether a read waited on a FIFO: until the watchdog opened its other end, or until its time bound stopped
+    it (which comes first depends on what ran before: a bound is shortened once a read ran out of time)."""
+    return bool(fired) or "harness" in (result.get("details") or {})
+
+
 def result_text(result) -> str:
     return "".join(block["text"] for block in result["content"])
 
@@ -428,9 +434,9 @@ class TestRefusals:
             make(place.root / arguments["path"])
         fired = fifo_watchdog(place.root / arguments["path"])
         result = await read(ch06, ch08.create_read_tool(place.root), arguments)
-        assert fired == [], "the read blocked"
+        assert not blocked(fired, result), "the read blocked"
         assert (result["isError"], result.get("details")) == (True, {"error": code}), refusal_problem(result, code)
-        assert tool_result_record(result, place, blocked=bool(fired)) == snapshot
+        assert tool_result_record(result, place, blocked=blocked(fired, result)) == snapshot
 
     @pytest.mark.parametrize("make", [os.mkfifo, make_device], ids=["fifo", "device"])
     @pytest.mark.cites("type-before-open")
@@ -774,12 +780,12 @@ class TestHardening:
         swapped = at_the_first_stat_of("guide.md", lambda: os.replace(decoy, guide), monkeypatch)
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
         monkeypatch.undo()
-        assert fired == [], "the read blocked on the FIFO swapped in"
+        assert not blocked(fired, result), "the read blocked on the FIFO swapped in"
         assert SECRET not in result_text(result) and outside(opened, place.root) == []
         if swapped:
             assert result["isError"] is True
         record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
-                  "swapped": bool(swapped), "blocked": bool(fired)}
+                  "swapped": bool(swapped), "blocked": blocked(fired, result)}
         assert hide(jsonable(record), str(place.tmp)) == snapshot
 
     # (the directory swapped, the path read): a directory on the way, one level down and three levels down
@@ -841,9 +847,9 @@ class TestHardening:
         result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
         monkeypatch.undo()
         record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
-                  "swapped": bool(restored), "blocked": bool(fired)}
+                  "swapped": bool(restored), "blocked": blocked(fired, result)}
         assert hide(jsonable(record), str(place.tmp)) == snapshot
-        assert fired == [] and (not restored or result.get("details") == {"error": "not_regular"})
+        assert not blocked(fired, result) and (not restored or result.get("details") == {"error": "not_regular"})
 
 
 
