@@ -137,6 +137,12 @@ def raised_now(make, *, about: str) -> dict:
     return {"kind": "raised", "raised": None, "message": "nothing was raised", "about": about}
 
 
+def blocked(fired: list, result) -> bool:
+    """Whether a read waited on a FIFO: until the watchdog opened its other end, or until its time bound stopped
+    it (which comes first depends on what ran before: a bound is shortened once a read ran out of time)."""
+    return bool(fired) or "harness" in (result.get("details") or {})
+
+
 def result_text(result) -> str:
     return "".join(block["text"] for block in result["content"])
 
@@ -231,6 +237,7 @@ def at_the_first_stat_of(name: str, swap, monkeypatch) -> list:
 @pytest.mark.asyncio
 @pytest.mark.section("真实往返")
 class TestRealReadRoundTrip:
+    @pytest.mark.cites("real-file", "content-lines")
     async def test_readme_round_trip_reads_the_real_file(self, ch07, ch08, place, snapshot):
         """The chapter 07 README round trip, end to end, with the real read tool on a real README.md."""
         model = ScriptedModel([readme.first_answer(), readme.answer_from_read_result])
@@ -243,6 +250,7 @@ class TestRealReadRoundTrip:
         assert run.messages[2]["content"] == [text(readme.README)]
         assert run.messages[3]["content"] == [text("项目名是 tiny-pi。")]
 
+    @pytest.mark.cites("follows-disk")
     async def test_the_answer_follows_the_file_on_disk(self, ch07, ch08, place, snapshot):
         """Changing README.md on disk changes the final answer: the run really depends on the file."""
         (place.root / "README.md").write_text("# pi-mono\nThe original.\n")
@@ -252,6 +260,7 @@ class TestRealReadRoundTrip:
         assert run.messages[-1]["content"] == [text("项目名是 pi-mono。")]
         assert run == snapshot
 
+    @pytest.mark.cites("refusal-is-result", "parent", "no-secret")
     async def test_an_escape_attempt_in_the_loop_is_an_error_result(self, ch07, ch08, place, snapshot):
         """A model asking for ../secret.txt gets an error result it can read; the secret never appears."""
         first = assistant_message([text("我先读取项目说明。"), readme.read_call(path="../secret.txt")], "toolUse")
@@ -261,6 +270,7 @@ class TestRealReadRoundTrip:
         assert (run.reason, run.messages[2]["isError"]) == ("stop", True)
         assert run == snapshot  # shows the secret, or a traceback, if the result held them
 
+    @pytest.mark.cites("reassemble", "cap-max-lines", "details")
     async def test_reading_on_from_the_notice_in_the_loop(self, ch07, ch08, place, snapshot):
         """A model that follows the truncation notice's offset reads a long file to its end, page by page."""
         (place.root / "NOTES.md").write_text("".join(f"note {n}\n" for n in range(1, 8)))
@@ -326,6 +336,23 @@ ESCAPES = {
 @pytest.mark.section("越界")
 class TestNothingOutsideTheRootIsOpened:
     @pytest.mark.parametrize("attempt", list(ESCAPES))
+    @pytest.mark.cites(
+        "opens-nothing-outside", "no-secret",
+        parent=("parent", "check-order"), parent_deep=("parent",), parent_inner=("parent",),
+        parent_dot=("parent", "split-only-slash"), parent_bare=("parent",), parent_trailing=("parent",),
+        parent_after_file=("parent", "check-order"), absolute_outside=("outside",), absolute_etc=("outside",),
+        absolute_root_then_up=("parent-before-absolute",), absolute_prefix_sibling=("absolute-by-components",),
+        absolute_proc_root=("absolute-by-components",),
+        absolute_inside_via_link=("absolute-by-components", "relative-target"),
+        link_absolute=("absolute-target", "link-message"), link_relative=("relative-target",),
+        link_directory=("absolute-target", "link-through-example"), link_deep=("relative-target",),
+        link_chain=("walk", "absolute-target"), link_to_slash=("absolute-target",),
+        link_directory_up=("relative-target",), link_inside_then_out=("relative-target", "inside-links"),
+        link_prefix_sibling=("absolute-target", "absolute-by-components"), link_to_outside_fifo=("absolute-target",),
+        link_absolute_inside_then_up=("climbs",), link_dotdot_in_middle=("relative-target",),
+        link_loop=("symlink-limit",), nul_byte=("nul", "check-order"), overlong_path=("too-long-path",),
+        overlong_component=("too-long-name",), no_home_expansion=("no-special",), no_url_decoding=("no-special",),
+        backslash_is_a_name=("no-special",), file_url=("no-special",))
     async def test_escape_attempt_is_refused(self, ch06, ch08, shared_place, opened, attempt, snapshot):
         """Each escape attempt is an error result with its reason, shows no secret, and opens nothing outside."""
         opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
@@ -339,6 +366,7 @@ class TestNothingOutsideTheRootIsOpened:
         assert hide(jsonable({"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root)}),
                     str(place.tmp)) == snapshot
 
+    @pytest.mark.cites("inside-links", "absolute-inside", "opens-nothing-outside")
     async def test_links_that_stay_inside_are_followed(self, ch06, ch08, place, opened, snapshot):
         """Relative and absolute links whose targets lie inside the root read their target."""
         opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
@@ -351,90 +379,6 @@ class TestNothingOutsideTheRootIsOpened:
         assert [result_text(r) for _, r, _ in reads] == [readme.README] + ["# Guide\nRead the docs."] * 2
         assert opened_any and all(o == [] for _, _, o in reads)
         assert reads_record(reads, place, openedSomething=opened_any) == snapshot
-
-    @pytest.mark.parametrize("swap_in", ["symlink", "fifo"])
-    async def test_a_swap_after_the_check_does_not_fool_it(self, ch06, ch08, place, opened, monkeypatch,
-                                                           fifo_watchdog, swap_in, snapshot):
-        """guide.md is replaced (by a link to the secret, or a FIFO) right after the tool first stats it."""
-        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
-        guide = place.root / "docs" / "guide.md"
-        decoy = place.root / "docs" / ".decoy"
-        if swap_in == "symlink":
-            os.symlink(place.tmp / "secret.txt", decoy)
-        else:
-            os.mkfifo(decoy)
-        fired = fifo_watchdog(guide)
-        swapped = at_the_first_stat_of("guide.md", lambda: os.replace(decoy, guide), monkeypatch)
-        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
-        monkeypatch.undo()
-        assert fired == [], "the read blocked on the FIFO swapped in"
-        assert SECRET not in result_text(result) and outside(opened, place.root) == []
-        if swapped:
-            assert result["isError"] is True
-        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
-                  "swapped": bool(swapped), "blocked": bool(fired)}
-        assert hide(jsonable(record), str(place.tmp)) == snapshot
-
-    # (the directory swapped, the path read): a directory on the way, one level down and three levels down
-    DIRECTORY_SWAPS = {"docs": ("docs", "docs/secret.txt"), "deep": ("a/b/c", "a/b/c/secret.txt")}
-
-    @pytest.mark.parametrize("case", list(DIRECTORY_SWAPS))
-    async def test_a_directory_swapped_after_its_check_is_not_followed(self, ch06, ch08, place, opened, monkeypatch,
-                                                                       case, snapshot):
-        """A directory on the path is replaced by a link to a directory outside (which holds secret.txt) right
-        after the tool first stats it: the open of that directory must not follow the link (O_NOFOLLOW on every
-        step, not only the last), so the walk meets the link and refuses it."""
-        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
-        directory, path = self.DIRECTORY_SWAPS[case]
-        swapped_dir = place.root / directory
-
-        def swap():
-            os.rename(swapped_dir, swapped_dir.with_name(".away"))
-            os.symlink(place.tmp / "outside", swapped_dir)
-
-        swapped = at_the_first_stat_of(swapped_dir.name, swap, monkeypatch)
-        result = await read(ch06, ch08.create_read_tool(place.root), {"path": path})
-        monkeypatch.undo()
-        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
-                  "swapped": bool(swapped), "blocked": False}
-        assert hide(jsonable(record), str(place.tmp)) == snapshot
-        # (What the snapshot shows, said again: these hold the reference to it when snapshots are regenerated.)
-        assert SECRET not in result_text(result) and outside(opened, place.root) == []
-        assert not swapped or result["isError"] is True
-
-    async def test_a_fifo_swapped_in_for_the_open_and_back_is_refused(self, ch06, ch08, place, opened, monkeypatch,
-                                                                      fifo_watchdog, snapshot):
-        """guide.md is replaced by a FIFO right after the tool first stats it, and put back right after the tool
-        opens it: what was opened is the FIFO, which only fstat on the open descriptor sees (a second stat by
-        name sees the file put back, and reading the FIFO gives nothing: an empty file, served)."""
-        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
-        guide = place.root / "docs" / "guide.md"
-        kept, decoy = guide.with_name(".kept"), guide.with_name(".decoy")
-        os.mkfifo(decoy)
-        fired = fifo_watchdog(guide)
-
-        def swap_in():
-            os.replace(guide, kept)
-            os.replace(decoy, guide)
-
-        swapped = at_the_first_stat_of("guide.md", swap_in, monkeypatch)
-        restored: list[bool] = []
-        real_open = os.open
-
-        def open_then_put_back(path, *args, **kwargs):
-            fd = real_open(path, *args, **kwargs)
-            if swapped and not restored and os.path.basename(os.fsdecode(path)) == "guide.md":
-                os.replace(kept, guide)
-                restored.append(True)
-            return fd
-
-        monkeypatch.setattr(os, "open", open_then_put_back)
-        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
-        monkeypatch.undo()
-        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
-                  "swapped": bool(restored), "blocked": bool(fired)}
-        assert hide(jsonable(record), str(place.tmp)) == snapshot
-        assert fired == [] and (not restored or result.get("details") == {"error": "not_regular"})
 
 
 def make_device(path: Path) -> None:
@@ -475,6 +419,14 @@ REFUSALS = {
 @pytest.mark.section("拒绝")
 class TestRefusals:
     @pytest.mark.parametrize("case", list(REFUSALS))
+    @pytest.mark.cites(
+        "refusal-shape", directory=("directory",), workspace_root=("root-directory", "ends-at-directory"),
+        missing_file=("not-found-file", "not-found"), missing_directory=("not-found-directory", "not-found"),
+        file_as_directory=("not-a-directory",), fifo=("fifo", "type-before-open"),
+        device=("device", "type-before-open"), socket=("socket",), binary=("binary", "bytes-judged"),
+        not_utf8=("not-utf8", "bytes-judged"), empty_path=("empty",), offset_past_the_end=("offset-beyond",),
+        parent=("parent", "fields"), absolute_outside=("outside",), link_outside=("link-through-example",),
+        link_loop=("loop", "symlink-limit"))
     async def test_refused_read(self, ch06, ch08, place, fifo_watchdog, snapshot, case):
         """Each refused read is an error result with a clear message and its reason in details.error."""
         make, arguments, code = REFUSALS[case]
@@ -482,11 +434,12 @@ class TestRefusals:
             make(place.root / arguments["path"])
         fired = fifo_watchdog(place.root / arguments["path"])
         result = await read(ch06, ch08.create_read_tool(place.root), arguments)
-        assert fired == [], "the read blocked"
+        assert not blocked(fired, result), "the read blocked"
         assert (result["isError"], result.get("details")) == (True, {"error": code}), refusal_problem(result, code)
-        assert tool_result_record(result, place, blocked=bool(fired)) == snapshot
+        assert tool_result_record(result, place, blocked=blocked(fired, result)) == snapshot
 
     @pytest.mark.parametrize("make", [os.mkfifo, make_device], ids=["fifo", "device"])
+    @pytest.mark.cites("type-before-open")
     async def test_a_special_file_is_refused_without_being_opened(self, ch06, ch08, place, opened, make, snapshot):
         """A FIFO or device node is refused by its type before it is opened (opening one can block or act)."""
         make(place.root / "special")
@@ -506,6 +459,7 @@ class TestRefusals:
     @pytest.mark.parametrize("arguments", [{"path": 7}, {"path": "README.md", "offset": 0},
                                            {"path": "README.md", "limit": -1}, {"path": "README.md", "mode": "w"},
                                            {"offset": 2}])
+    @pytest.mark.cites("schema")
     async def test_bad_arguments_are_stopped_by_the_schema(self, ch06, ch08, place, arguments, snapshot):
         """Arguments outside the tool's JSON Schema never reach it: the executor reports them."""
         result = await read(ch06, ch08.create_read_tool(place.root), arguments)
@@ -513,6 +467,7 @@ class TestRefusals:
         assert reads_record([(arguments, result, [])], place) == snapshot  # "refused by the schema"
 
     @pytest.mark.parametrize("case", ["root_gone", "permission_denied"])
+    @pytest.mark.cites(root_gone=("root-opened",), permission_denied=("os-error", "os-calls"))
     async def test_an_os_error_is_still_an_answer(self, ch06, ch08, place, monkeypatch, case, snapshot):
         """The workspace directory gone after the tool was made, or a file the OS will not open (EACCES): an error
         result with details {"error": "os_error"}, naming the path as the model gave it, not the workspace's place."""
@@ -544,6 +499,7 @@ class TestRefusals:
         assert (result["isError"], result.get("details")) == (True, {"error": "os_error"})
         assert str(place.tmp) not in result_text(result)
 
+    @pytest.mark.cites("names-bytes")
     async def test_names_are_their_bytes(self, ch06, ch08, place, snapshot):
         """No Unicode normalisation (café.txt in NFC and in NFD are two files, each read as itself), no case-insensitive
         match (readme.md is not README.md: not found), and a dotfile is a file like any other."""
@@ -560,6 +516,7 @@ class TestRefusals:
         for (_, result, _), content in zip(reads, expected.values()):
             assert (result_text(result) if content else result.get("details")) == (content or {"error": "not_found"})
 
+    @pytest.mark.cites("root-absolute")
     async def test_a_relative_root_stays_the_directory_it_named(self, ch06, ch08, place, monkeypatch, snapshot):
         """A root given as a relative path names the directory it named when the tool was made: a later change
         of the current directory (to one holding a decoy ws/) changes nothing."""
@@ -574,6 +531,7 @@ class TestRefusals:
         assert reads_record([({"path": "README.md"}, result, [])], place) == snapshot
         assert (result["isError"], result_text(result)) == (False, readme.README)
 
+    @pytest.mark.cites("no-size-refusal", "chunks", "judged-when-read")
     async def test_a_large_file_is_read_like_any_other(self, ch06, ch08, place, snapshot):
         """An 11 MiB file (13,000 lines of text, then NUL bytes: a sparse hole) is not refused for its size: a
         window in its text is served (the NULs lie more than 1 MiB past it), a window in the NULs is binary."""
@@ -587,6 +545,7 @@ class TestRefusals:
                              ({"path": "large.log", "offset": 13_001}, far, [])], place) == snapshot
         assert (first["isError"], far.get("details")) == (False, {"error": "binary"})
 
+    @pytest.mark.cites("chunks", "judged-when-read", "long-line-cut")
     async def test_a_long_line_is_read_only_as_far_as_the_window_needs(self, ch06, ch08, place, snapshot):
         """A first line of 1.3 MB with a NUL byte at 1,250,000: a read of it shows its first max_bytes bytes and
         stops reading there, more than 1 MiB before the NUL (served); a read of the second line reads through it
@@ -599,6 +558,7 @@ class TestRefusals:
                             place) == snapshot
         assert (head["isError"], second.get("details")) == (False, {"error": "binary"})
 
+    @pytest.mark.cites("root-not-directory")
     async def test_a_missing_root_is_refused_when_the_tool_is_made(self, ch08, place, snapshot):
         """Binding the tool to a directory that does not exist is the operator's error, raised at once."""
         with pytest.raises(ValueError, match="not a directory"):
@@ -623,6 +583,8 @@ WINDOWS = {
 @pytest.mark.section("截断")
 class TestTruncation:
     @pytest.mark.parametrize("case", list(WINDOWS))
+    @pytest.mark.cites(line_cap=("window-example", "cap-max-lines"), offset_and_limit=("cap-limit",),
+                       last_window=("last-page",), byte_cap=("cap-max-bytes", "body"))
     async def test_window(self, ch06, ch08, place, snapshot, case):
         """A window of a 30-line file: the text, and a notice naming the next offset when more follows."""
         caps, arguments = WINDOWS[case]
@@ -631,6 +593,7 @@ class TestTruncation:
         assert result["isError"] is False
         assert tool_result_record(result) == snapshot
 
+    @pytest.mark.cites("long-line", "long-line-cut")
     async def test_one_line_longer_than_the_byte_cap(self, ch06, ch08, place, snapshot):
         """A single over-long line is cut on a character boundary, and the notice says so."""
         (place.root / "wide.txt").write_text("汉" * 300 + "\nnext\n")
@@ -638,6 +601,7 @@ class TestTruncation:
         assert result_text(result).startswith("汉" * 33 + "\n\n[Line 1 is longer than the 100-byte limit")
         assert tool_result_record(result) == snapshot
 
+    @pytest.mark.cites("defaults", "body")
     async def test_default_caps(self, ch06, ch08, place, snapshot):
         """Without caps given, a read returns at most DEFAULT_MAX_LINES lines and DEFAULT_MAX_BYTES bytes."""
         (place.root / "many.txt").write_text("".join(f"{n}\n" for n in range(1, 2601)))
@@ -659,6 +623,7 @@ class TestTruncation:
                  "1000 lines of 100 bytes: notice": result_text(big).rpartition("\n")[2]}
         assert jsonable({"kind": "facts", "facts": facts}) == snapshot
 
+    @pytest.mark.cites("reassemble", "lines", "notice-format")
     async def test_reading_on_reassembles_the_whole_file(self, ch06, ch08, place, snapshot):
         """Following nextOffset from read to read returns every line exactly once, in order."""
         lines = [("é" * (n % 13)) + f"#{n}" for n in range(1, 60)] + ["", "last line without newline"]
@@ -678,6 +643,7 @@ class TestTruncation:
         record["caps"] = {"max_lines": 7, "max_bytes": 40}
         assert record == snapshot  # every page, and the last one untruncated
 
+    @pytest.mark.cites("empty-file")
     async def test_an_empty_file_reads_as_empty(self, ch06, ch08, place, snapshot):
         """An empty file is an empty, untruncated result, not an error."""
         (place.root / "empty.txt").write_text("")
@@ -695,6 +661,7 @@ class TestTruncation:
 @pytest.mark.asyncio
 @pytest.mark.section("中止")
 class TestAbort:
+    @pytest.mark.cites("abort-before-chunk")
     async def test_an_aborted_signal_stops_the_read(self, ch06, ch08, place, snapshot):
         """A read started after the run was aborted returns an aborted error result, not the file."""
         controller = AbortController()
@@ -709,6 +676,7 @@ class TestAbort:
 
     @pytest.mark.parametrize(("path", "window"), [("empty.txt", {}), ("README.md", {"limit": 1})],
                              ids=["empty_file", "one_line_window"])
+    @pytest.mark.cites("aborted-even-small")
     async def test_an_aborted_signal_stops_a_read_of_one_chunk(self, ch06, ch08, place, path, window, snapshot):
         """A read started after the run was aborted returns an aborted error result even when one chunk would
         answer it (an empty file, a window of one line): the signal is checked before the first chunk too."""
@@ -722,6 +690,7 @@ class TestAbort:
         assert record == snapshot
         assert (result["isError"], result.get("details")) == (True, {"error": "aborted"})
 
+    @pytest.mark.cites("yield", "cancel-closes")
     async def test_a_cancelled_read_closes_its_file(self, ch06, ch08, place, snapshot):
         """A far read in a 2.5 MB file whose task is cancelled at its first yield to the event loop: CancelledError
         reaches the caller, and no descriptor stays open."""
@@ -742,6 +711,7 @@ class TestAbort:
         assert jsonable({"kind": "facts", "facts": facts}) == snapshot
         assert (outcome.get("raised"), left) == ("CancelledError", 0)
 
+    @pytest.mark.cites("progress", "abort-before-chunk", "unaborted-progress")
     async def test_abort_during_a_large_read_stops_it(self, ch06, ch08, place, snapshot):
         """Aborting at the first progress report of a long read stops it there, with an aborted error."""
         (place.root / "huge.txt").write_text("z" * 63 + "\n" * 1 + ("w" * 63 + "\n") * 60_000)
@@ -769,6 +739,7 @@ class TestAbort:
                  "the same read unaborted: reports progress more than once": len(unaborted) > 1}
         assert jsonable({"kind": "facts", "facts": facts}) == snapshot
 
+    @pytest.mark.cites("abort-in-loop", "progress")
     async def test_abort_during_a_read_in_the_loop(self, ch07, ch08, place, snapshot):
         """In the loop, a read aborted mid-way ends with its error result paired and no further request."""
         (place.root / "README.md").write_text(("w" * 63 + "\n") * 40_000)
@@ -784,6 +755,102 @@ class TestAbort:
                              on_event=abort_on_progress, tools=Registry([ch08.create_read_tool(place.root)]))
         assert (run.reason, run.steps, len(model.requests), run.messages[-1]["isError"]) == ("aborted", 1, 1, True)
         assert run == snapshot
+
+
+@pytest.mark.asyncio
+@pytest.mark.section("加固")
+class TestHardening:
+    """What the project promises beyond the chapter: never part of the chapter's verdict (`--hardening`).
+    The chapter leaves out a file or directory swapped between the tool's check and its open (its line 156);
+    these hold a tool to closing that gap."""
+
+    @pytest.mark.parametrize("swap_in", ["symlink", "fifo"])
+    @pytest.mark.hardening("file-swap")
+    async def test_a_swap_after_the_check_does_not_fool_it(self, ch06, ch08, place, opened, monkeypatch,
+                                                           fifo_watchdog, swap_in, snapshot):
+        """guide.md is replaced (by a link to the secret, or a FIFO) right after the tool first stats it."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        guide = place.root / "docs" / "guide.md"
+        decoy = place.root / "docs" / ".decoy"
+        if swap_in == "symlink":
+            os.symlink(place.tmp / "secret.txt", decoy)
+        else:
+            os.mkfifo(decoy)
+        fired = fifo_watchdog(guide)
+        swapped = at_the_first_stat_of("guide.md", lambda: os.replace(decoy, guide), monkeypatch)
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
+        monkeypatch.undo()
+        assert not blocked(fired, result), "the read blocked on the FIFO swapped in"
+        assert SECRET not in result_text(result) and outside(opened, place.root) == []
+        if swapped:
+            assert result["isError"] is True
+        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
+                  "swapped": bool(swapped), "blocked": blocked(fired, result)}
+        assert hide(jsonable(record), str(place.tmp)) == snapshot
+
+    # (the directory swapped, the path read): a directory on the way, one level down and three levels down
+    DIRECTORY_SWAPS = {"docs": ("docs", "docs/secret.txt"), "deep": ("a/b/c", "a/b/c/secret.txt")}
+
+    @pytest.mark.parametrize("case", list(DIRECTORY_SWAPS))
+    @pytest.mark.hardening("directory-swap")
+    async def test_a_directory_swapped_after_its_check_is_not_followed(self, ch06, ch08, place, opened, monkeypatch,
+                                                                       case, snapshot):
+        """A directory on the path is replaced by a link to a directory outside (which holds secret.txt) right
+        after the tool first stats it: the open of that directory must not follow the link (O_NOFOLLOW on every
+        step, not only the last), so the walk meets the link and refuses it."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        directory, path = self.DIRECTORY_SWAPS[case]
+        swapped_dir = place.root / directory
+
+        def swap():
+            os.rename(swapped_dir, swapped_dir.with_name(".away"))
+            os.symlink(place.tmp / "outside", swapped_dir)
+
+        swapped = at_the_first_stat_of(swapped_dir.name, swap, monkeypatch)
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": path})
+        monkeypatch.undo()
+        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
+                  "swapped": bool(swapped), "blocked": False}
+        assert hide(jsonable(record), str(place.tmp)) == snapshot
+        # (What the snapshot shows, said again: these hold the reference to it when snapshots are regenerated.)
+        assert SECRET not in result_text(result) and outside(opened, place.root) == []
+        assert not swapped or result["isError"] is True
+
+    @pytest.mark.hardening("fstat-after-open")
+    async def test_a_fifo_swapped_in_for_the_open_and_back_is_refused(self, ch06, ch08, place, opened, monkeypatch,
+                                                                      fifo_watchdog, snapshot):
+        """guide.md is replaced by a FIFO right after the tool first stats it, and put back right after the tool
+        opens it: what was opened is the FIFO, which only fstat on the open descriptor sees (a second stat by
+        name sees the file put back, and reading the FIFO gives nothing: an empty file, served)."""
+        opened.clear()  # only what the test body opens: a reporting plugin writes its file after set-up
+        guide = place.root / "docs" / "guide.md"
+        kept, decoy = guide.with_name(".kept"), guide.with_name(".decoy")
+        os.mkfifo(decoy)
+        fired = fifo_watchdog(guide)
+
+        def swap_in():
+            os.replace(guide, kept)
+            os.replace(decoy, guide)
+
+        swapped = at_the_first_stat_of("guide.md", swap_in, monkeypatch)
+        restored: list[bool] = []
+        real_open = os.open
+
+        def open_then_put_back(path, *args, **kwargs):
+            fd = real_open(path, *args, **kwargs)
+            if swapped and not restored and os.path.basename(os.fsdecode(path)) == "guide.md":
+                os.replace(kept, guide)
+                restored.append(True)
+            return fd
+
+        monkeypatch.setattr(os, "open", open_then_put_back)
+        result = await read(ch06, ch08.create_read_tool(place.root), {"path": "docs/guide.md"})
+        monkeypatch.undo()
+        record = {"kind": "refusal-check", "result": result, "openedOutside": outside(opened, place.root),
+                  "swapped": bool(restored), "blocked": blocked(fired, result)}
+        assert hide(jsonable(record), str(place.tmp)) == snapshot
+        assert not blocked(fired, result) and (not restored or result.get("details") == {"error": "not_regular"})
+
 
 
 test_generated = generated_scenarios("ch08_workspace_read")

@@ -130,6 +130,8 @@ def _sources_digest() -> str:
     for folder in ("course", "checkpoints"):
         for path in sorted((root / folder).rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(PINNED.glob("*.json")):  # pinned plans are drawn plans too
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -210,20 +212,24 @@ def describe(module: str, plan: dict) -> str:
         return repr(plan)[:2000]
 
 
-def plan_cites(module: str, plan: dict) -> tuple[str, ...]:
+def plan_cites(module: str, plan: dict, at: str | None = None) -> tuple[str, ...]:
     """What a plan enforces: names of its chapter's citations or hardening promises (`course.judge.contracts`);
-    none where the chapter's scenarios module does not say. Never raises."""
+    none where the chapter's scenarios module does not say. `at`, the section of the rendering a run first
+    departed in, narrows them where the chapter can say what that part of the plan holds to (`cites_at`).
+    Never raises."""
     try:
-        return tuple(getattr(judge_scenarios.for_chapter(module), "cites_of", lambda plan: ())(plan))
+        chapter = judge_scenarios.for_chapter(module)
+        narrowed = tuple(chapter.cites_at(plan, at)) if at and hasattr(chapter, "cites_at") else ()
+        return narrowed or tuple(getattr(chapter, "cites_of", lambda plan: ())(plan))
     except Exception:  # a plan of an older shape: it enforces what its section says
         return ()
 
 
-def enforced(module: str, plan: dict) -> list[str]:
-    """What a plan enforces, as a student reads it."""
+def enforced(module: str, plan: dict, at: str | None = None) -> list[str]:
+    """What a plan enforces (where its run first departed, `at`, when given), as a student reads it."""
     from course.judge import contracts
 
-    names = plan_cites(module, plan)
+    names = plan_cites(module, plan, at)
     if names:
         return contracts.for_chapter(module).lines(names)
     hardening = getattr(judge_scenarios.for_chapter(module), "HARDENING_SECTIONS", None)
@@ -236,8 +242,8 @@ def verdict(module: str, plan: dict, got: str, expected: str) -> str | None:
     if got == expected:
         return None
     lines = ["plan: " + describe(module, plan)]
-    lines += [f"enforces: {line}" for line in enforced(module, plan)]
     divergence = first_divergence(expected, got)
+    lines += [f"enforces: {line}" for line in enforced(module, plan, divergence.section if divergence else None)]
     lines.append(divergence.describe() if divergence else "the run differs from the reference's run")
     broken = broken_lines(got)
     if broken:

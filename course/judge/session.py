@@ -230,6 +230,7 @@ def judge_plans(module: str, expected: Expected, plans: list[dict], wanted: list
             divergence = first_divergence(wanted[index], got)
             if divergence is not None:
                 verdict.divergence = divergence.as_dict()
+                verdict.cites = differential.plan_cites(module, plan, divergence.section)  # what broke there
             else:
                 verdict.problem = "the run differs from the reference's run"
             verdict.broken = differential.broken_lines(got)

@@ -1,10 +1,15 @@
 """Chapter 08's known mistakes: each patches checkpoints/ch08_workspace_read.py where the mistake lives
 (one line where one line makes it; `also` where the mistake is several lines that belong together).
 
+What goes beyond the chapter (a file or directory swapped between the tool's check and its open, which the
+reference's opt-in course/runtime/held_walk.py guards against) is `track=HARDENING`: the chapter track must
+pass such a variant, the hardening track (section 加固) must fail it.
+
 Left out: opening the file without O_NONBLOCK. Only the FIFO swapped in mid-read would catch it, and
-only by blocking until the test's 5-second watchdog opens the FIFO's other end, on every gate run."""
+only by blocking until the test's watchdog opens the FIFO's other end, on every gate run."""
 
 from course.judge.mutants import Mutant
+from course.manifest import HARDENING
 
 MUTANTS = [
     # 越界: paths and links that lead out of the workspace
@@ -13,19 +18,21 @@ MUTANTS = [
            'if ".." in parts:',
            'if False:'),
     Mutant("links-followed", "越界",
-           "your tool lets the OS follow symbolic links (stat and open without O_NOFOLLOW), so a link inside "
-           "the workspace reads a file outside it: meet each link yourself and check where it leads",
-           'info = os.stat(name, dir_fd=here, follow_symlinks=False)',
-           'info = os.stat(name, dir_fd=here, follow_symlinks=True)',
-           also=(('os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC', 'os.O_DIRECTORY | os.O_CLOEXEC'),
-                 ('os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK', 'os.O_RDONLY | os.O_NONBLOCK'))),
+           "your tool lets the OS follow symbolic links (os.stat, not lstat), so a link inside the workspace "
+           "reads a file outside it: meet each link yourself and check where it leads",
+           'info = at.lstat(dirs, name)',
+           'info = os.stat(os.path.join(root, *dirs, name))'),
     Mutant("relative-link-targets-trusted", "越界",
            'your tool checks only absolute link targets: a relative target\'s ".." can climb out of the '
            "workspace too, and the walk must never go above the root",
-           '                    elif escapes(target_parts, len(stack) - 1):\n'
-           '                        raise link_outside(shown, inside)\n',
+           '                elif climbs_above_root(target_parts, len(dirs)):\n'
+           '                    raise link_outside(shown, inside)\n',
            '',
-           also=(('if len(stack) == 1:', 'if len(stack) == 0:'),)),
+           also=(('                if not dirs:\n'
+                  '                    raise Refusal("symlink_outside/climbs", path=shown)\n'
+                  '                dirs.pop()\n',
+                  '                if dirs:\n'
+                  '                    dirs.pop()\n'),)),
     Mutant("root-prefix-without-separator", "越界",
            "an absolute path is inside the workspace only if it continues the root's components: "
            "a string prefix check lets /work/ws-evil pass for /work/ws",
@@ -40,54 +47,61 @@ MUTANTS = [
            "before the OS fails on it",
            'if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):',
            'if False:'),
-    Mutant("type-unchecked-after-open", "越界",
+    Mutant("type-unchecked-after-open", "加固",
            "check the type of what you opened (fstat on the fd): the file may have been swapped for a FIFO "
            "or a device between your check and your open",
-           'check_file_type(os.fstat(fd).st_mode, shown)',
-           'pass'),
+           'return at.open_file(dirs, name, lambda mode: check_file_type(mode, shown))',
+           'return at.open_file(dirs, name, lambda mode: None)',
+           track=HARDENING),
     Mutant("root-link-not-opened", "越界",
-           "the workspace root may itself be a symbolic link: open the root following it (only the path "
-           "below the root is walked with O_NOFOLLOW)",
-           'root_fd = os.open(self.root, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)',
-           'root_fd = os.open(self.root, _DIRECTORY_FLAGS)'),
+           "the workspace root may itself be a symbolic link: walk from it as it is (only the path below the "
+           "root is walked link by link)",
+           'real_root = os.path.realpath(root)',
+           'real_root = os.path.realpath(root)\nif os.path.islink(root.rstrip("/")):\n'
+           '    return Tool(name="read", description="", parameters={"type": "object"}, execute=None)'),
     Mutant("absolute-path-only-through-real-root", "越界",
            "when the root is a link, an absolute path spelled through the root as given is inside it too: "
            "accept both the root as given and its real path",
-           'below = under_root(parts, self.root, self.real_root)',
-           'below = under_root(parts, self.real_root)'),
+           'below = under_root(parts, root, real_root)',
+           'below = under_root(parts, real_root)'),
     Mutant("absolute-path-only-through-given-root", "越界",
            "when the root is a link, an absolute path spelled through its real directory is inside it too: "
            "accept both the root as given and its real path",
-           'below = under_root(parts, self.root, self.real_root)',
-           'below = under_root(parts, self.root)'),
+           'below = under_root(parts, root, real_root)',
+           'below = under_root(parts, root)'),
     Mutant("link-loop-unbounded", "越界",
            "count the symbolic links a walk follows and refuse past MAX_SYMLINKS (40): a link loop is "
            "otherwise followed for ever",
-           'if links >= MAX_SYMLINKS:',
+           'if links > MAX_SYMLINKS:',
            'if False:'),
     Mutant("link-bound-one-over", "越界",
            "at most MAX_SYMLINKS (40) links are followed in one walk, as the kernel allows; the 41st is refused",
-           'if links >= MAX_SYMLINKS:',
-           'if links > MAX_SYMLINKS:'),
+           'if links > MAX_SYMLINKS:',
+           'if links > MAX_SYMLINKS + 1:'),
     Mutant("name-length-in-characters", "越界",
            "NAME_MAX counts bytes, not characters: 86 Chinese characters are 258 bytes, too long for one name",
            'if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):',
            'if any(len(part) > MAX_NAME_BYTES for part in parts):'),
-    Mutant("directory-descriptors-leaked", "越界",
-           "close every directory descriptor the walk opened, not just the root's: each read otherwise "
-           "leaves one open per directory in its path",
-           'for _, held in stack:\n                os.close(held)',
-           'os.close(root_fd)'),
-    Mutant("directory-opened-following-links", "越界",
+    Mutant("walk-descriptors-leaked", "越界",
+           "close what the walk opened (the root's descriptor and the directories'): each read otherwise leaves "
+           "them open",
+           'with HeldWalk(root) as at:',
+           'at = HeldWalk(root)\nif True:'),
+    Mutant("directory-opened-following-links", "加固",
            "open each directory on the path with O_NOFOLLOW too, not only the file: a directory swapped for a link "
            "to one outside after you looked at it is otherwise followed out of the workspace",
-           'fd = self.open_step(name, here, _DIRECTORY_FLAGS)',
-           'fd = self.open_step(name, here, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)'),
-    Mutant("type-rechecked-by-name", "越界",
+           'return at.open_file(dirs, name, lambda mode: check_file_type(mode, shown))',
+           'fd = os.open(os.path.join(root, *dirs, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n'
+           'check_file_type(os.fstat(fd).st_mode, shown)\n'
+           'return fd',
+           also=(('info = at.lstat(dirs, name)', 'info = os.lstat(os.path.join(root, *dirs, name))'),),
+           track=HARDENING),
+    Mutant("type-rechecked-by-name", "加固",
            "check the type of what you opened with fstat on its descriptor: a stat by name after the open sees "
            "whatever is at that name by then (the file put back), not the FIFO you opened",
-           'check_file_type(os.fstat(fd).st_mode, shown)',
-           'check_file_type(os.stat(name, dir_fd=here, follow_symlinks=False).st_mode, shown)'),
+           'return at.open_file(dirs, name, lambda mode: check_file_type(mode, shown))',
+           'return at.open_file(dirs, name, lambda mode: check_file_type(at.lstat(dirs, name).st_mode, shown))',
+           track=HARDENING),
 
     # 拒绝: refused reads are error results
     Mutant("refusal-raised", "拒绝",
@@ -115,12 +129,12 @@ MUTANTS = [
     Mutant("file-descriptor-leaked-on-refusal", "拒绝",
            "close the file in a finally: a read refused after the open (binary, not UTF-8, aborted) "
            "otherwise leaves its descriptor open",
-           '        try:\n'
-           '            window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
-           '        finally:\n'
-           '            os.close(fd)\n',
-           '        window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
-           '        os.close(fd)\n'),
+           '            try:\n'
+           '                await read_window(fd, shown, window, context)\n'
+           '            finally:  # however the read ends (a refusal, a cancellation), its file is closed\n'
+           '                os.close(fd)\n',
+           '            await read_window(fd, shown, window, context)\n'
+           '            os.close(fd)\n'),
     Mutant("offset-minimum-missing", "拒绝",
            "the schema says offset and limit are integers of at least 1, so that 0 and negative values are "
            "refused before the tool runs",
@@ -138,34 +152,34 @@ MUTANTS = [
     Mutant("os-error-without-details", "拒绝",
            "an OS error (the workspace gone, EACCES, EIO) is still an answer with its reason in details.error "
            "(os_error), and its message names the path the model gave, not the workspace's place on the disk",
-           'return refused(Refusal("os_error", quoted=quote(arguments["path"]), reason=error.strerror or error))',
-           'said = f"Cannot read {os.path.join(workspace.root, arguments[\'path\'])}: {error}"\n'
+           'return refused(Refusal("os_error", quoted=quote(path), reason=error.strerror))',
+           'said = f"Cannot read {os.path.join(root, path)}: {error}"\n'
            'return {"content": [text(said)], "details": None, "isError": True}'),
     Mutant("path-normalised-to-nfc", "拒绝",
            "a name is its bytes: do not normalise the path's Unicode (café.txt in NFC and in NFD are two files)",
-           'parts = components(path)\n        if any(',
+           'parts = components(path)\n    if any(',
            'parts = components(unicodedata.normalize("NFC", path))\nif any(',
            also=(("import stat\n", "import stat\nimport unicodedata\n"),)),
     Mutant("case-insensitive-fallback", "拒绝",
            "names are case-sensitive: a missing name is not_found, even when another differs from it only in case "
            "(readme.md is not README.md)",
-           '                except FileNotFoundError:\n'
-           '                    raise Refusal("not_found", path=shown) from None\n',
-           '                except FileNotFoundError:\n'
-           '                    other = [n for n in os.listdir(here) if n.lower() == name.lower()]\n'
-           '                    if not other:\n'
-           '                        raise Refusal("not_found", path=shown) from None\n'
-           '                    name = other[0]\n'
-           '                    info = os.stat(name, dir_fd=here, follow_symlinks=False)\n'),
+           '            except FileNotFoundError:\n'
+           '                raise Refusal("not_found", path=shown) from None\n',
+           '            except FileNotFoundError:\n'
+           '                other = [n for n in os.listdir(at.directory(dirs)) if n.lower() == name.lower()]\n'
+           '                if not other:\n'
+           '                    raise Refusal("not_found", path=shown) from None\n'
+           '                name = other[0]\n'
+           '                info = at.lstat(dirs, name)\n'),
     Mutant("dotfiles-hidden", "拒绝",
            "a name starting with a dot is a file like any other: .env or docs/.notes.md is read, not refused",
-           'here = stack[-1][1]',
-           'here = stack[-1][1]\nif name.startswith("."):\n    raise Refusal("not_found", path=shown)'),
+           'inside = display("/".join([*dirs, name]))',
+           'inside = display("/".join([*dirs, name]))\nif name.startswith("."):\n    raise Refusal("not_found", path=shown)'),
     Mutant("root-not-made-absolute", "拒绝",
            "make the root absolute when the tool is made: a relative root otherwise follows the process's current "
            "directory wherever it goes later",
-           'workspace = Workspace(os.path.abspath(root), max_lines, max_bytes)',
-           'workspace = Workspace(os.fspath(root), max_lines, max_bytes)'),
+           'root = os.path.abspath(root)  # a later change of the current directory changes nothing',
+           'root = os.fspath(root)'),
     Mutant("large-files-refused", "拒绝",
            "a large file is read like any other, only as far as its window needs: nothing promises a size limit",
            '    position = 0  # bytes read so far\n',
@@ -184,56 +198,66 @@ MUTANTS = [
            'details["nextOffset"] = end'),
     Mutant("byte-cap-ignored", "截断",
            "stop before the text passes max_bytes, even when fewer than max_lines lines were read",
-           'if kept_bytes + separator + current_bytes > max_bytes:',
-           'if False:'),
+           'return self.kept_bytes + (1 if self.lines else 0) + len(line.encode("utf-8")) > self.max_bytes',
+           'return False'),
     Mutant("limit-ignored", "截断",
            "a call's limit narrows the window below max_lines",
-           'capped_by = "limit" if limit is not None and limit < max_lines else "max_lines"',
-           'capped_by = "max_lines"'),
+           'return len(self.lines) == min(self.limit or self.max_lines, self.max_lines)',
+           'return len(self.lines) == self.max_lines',
+           also=(('self.ended_by = "limit" if self.limit is not None and self.limit < self.max_lines else "max_lines"',
+                  'self.ended_by = "max_lines"'),)),
     Mutant("offset-counted-from-zero", "截断",
            "offset is 1-based: offset=1 is the file's first line",
-           'if line_no + 1 < start:',
-           'if line_no < start:'),
+           'if self.line_no + 1 < self.start:  # before the window',
+           'if self.line_no < self.start:'),
     Mutant("long-line-cut-by-characters", "截断",
            "cut an over-long line at max_bytes bytes (on a character boundary), not max_bytes characters",
-           'return line.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")',
-           'return line[:max_bytes]'),
+           'self.lines.append(line.encode("utf-8")[:self.max_bytes].decode("utf-8", "ignore"))',
+           'self.lines.append(line[:self.max_bytes])'),
     Mutant("byte-cap-counts-characters", "截断",
            "max_bytes counts UTF-8 bytes, not characters: é is 2 bytes, 汉 3, 😀 4",
-           'current_bytes += len(piece.encode("utf-8"))',
-           'current_bytes += len(piece)'),
+           'return self.kept_bytes + (1 if self.lines else 0) + len(line.encode("utf-8")) > self.max_bytes',
+           'return self.kept_bytes + (1 if self.lines else 0) + len(line) > self.max_bytes',
+           also=(('self.kept_bytes += (1 if self.lines else 0) + len(line.encode("utf-8"))',
+                  'self.kept_bytes += (1 if self.lines else 0) + len(line)'),)),
     Mutant("byte-cap-counts-a-newline-per-line", "截断",
            "max_bytes bounds the text shown: the lines and the newlines between them, not a newline after the last",
-           'separator = 1 if window.lines else 0',
-           'separator = 1'),
+           'return self.kept_bytes + (1 if self.lines else 0) + len(line.encode("utf-8")) > self.max_bytes',
+           'return self.kept_bytes + 1 + len(line.encode("utf-8")) > self.max_bytes'),
     Mutant("byte-cap-one-short", "截断",
            "a window of exactly max_bytes bytes fits: stop only when the next line would go past it",
-           'if kept_bytes + separator + current_bytes > max_bytes:',
-           'if kept_bytes + separator + current_bytes >= max_bytes:'),
+           'return self.kept_bytes + (1 if self.lines else 0) + len(line.encode("utf-8")) > self.max_bytes',
+           'return self.kept_bytes + (1 if self.lines else 0) + len(line.encode("utf-8")) >= self.max_bytes'),
     Mutant("long-line-cut-with-replacement", "截断",
            "cut an over-long line on a character boundary: a character cut in two is left out, not shown as U+FFFD",
-           'return line.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")',
-           'return line.encode("utf-8")[:max_bytes].decode("utf-8", "replace")'),
+           'self.lines.append(line.encode("utf-8")[:self.max_bytes].decode("utf-8", "ignore"))',
+           'self.lines.append(line.encode("utf-8")[:self.max_bytes].decode("utf-8", "replace"))'),
     Mutant("long-line-notice-counts-characters", "截断",
            "the notice of an over-long line says how many bytes it shows, not characters",
            'shown=len(body.encode("utf-8")),',
            'shown=len(body),'),
     Mutant("limit-may-exceed-max-lines", "截断",
            "a call's limit narrows the window; it never widens it past max_lines",
-           'capped_by = "limit" if limit is not None and limit < max_lines else "max_lines"',
-           'capped_by = "limit" if limit is not None else "max_lines"'),
+           'return len(self.lines) == min(self.limit or self.max_lines, self.max_lines)',
+           'return len(self.lines) == (self.limit or self.max_lines)'),
     Mutant("truncated-at-the-exact-end", "截断",
            "say the file goes on only when a line follows the window: a file that ends right after it is not truncated",
-           'if complete or piece:  # a line exists after the window',
-           'if True:'),
+           '        for line in complete:\n'
+           '            if self.take(line):\n'
+           '                return True\n',
+           '        for line in complete:\n'
+           '            if self.take(line):\n'
+           '                return True\n'
+           '        if self.full() and self.line_no + 1 > self.start:\n'
+           '            return self.take("")\n'),
     Mutant("crlf-translated", "截断",
            "lines end at \\n only and the text comes back as the file holds it: a \\r stays (no universal newlines)",
-           'pieces = decoded.split("\\n")',
-           'pieces = decoded.replace("\\r\\n", "\\n").split("\\n")'),
+           '*complete, self.partial = (self.partial + piece).split("\\n")',
+           '*complete, self.partial = (self.partial + piece.replace("\\r\\n", "\\n")).split("\\n")'),
     Mutant("cr-ends-a-line", "截断",
            "lines end at \\n only: a lone \\r is part of a line, and the \\r of \\r\\n stays at the end of it",
-           'pieces = decoded.split("\\n")',
-           'pieces = re.split(r"\\r\\n|\\r|\\n", decoded)',
+           '*complete, self.partial = (self.partial + piece).split("\\n")',
+           '*complete, self.partial = re.split(r"\\r\\n|\\r|\\n", self.partial + piece)',
            also=(("import stat\n", "import re\nimport stat\n"),)),
     Mutant("bom-stripped", "截断",
            "the text comes back exactly as the file holds it, a byte order mark included",
@@ -242,8 +266,8 @@ MUTANTS = [
     Mutant("long-line-read-to-its-end", "截断",
            "stop reading a line once it passes max_bytes: a read goes only as far as its window needs, not to the "
            "end of an over-long line (whose bytes further on may not even be text)",
-           'if kept_bytes + separator + current_bytes > max_bytes:',
-           'if complete and kept_bytes + separator + current_bytes > max_bytes:'),
+           '(self.full() or self.too_big(self.partial))',
+           'self.full()'),
 
     # 中止: large reads can be stopped
     Mutant("abort-ignored", "中止",
@@ -260,7 +284,7 @@ MUTANTS = [
            'if context.signal is not None and context.signal.aborted and position == 0:'),
     Mutant("never-yields-between-chunks", "中止",
            "yield to the event loop between chunks (await asyncio.sleep(0)): an abort can only arrive then",
-           'await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
+           'await asyncio.sleep(0)  # an abort, a cancellation or another tool of the batch gets in here',
            'pass'),
     Mutant("signal-assumed-present", "中止",
            "a tool may be called without a signal (context.signal is None): check it before asking whether it aborted",
@@ -272,7 +296,7 @@ MUTANTS = [
            '        if context.signal is not None and context.signal.aborted:  # before every chunk, the first included\n'
            '            raise Refusal("aborted", path=shown)\n',
            '',
-           also=(('        await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
+           also=(('        await asyncio.sleep(0)  # an abort, a cancellation or another tool of the batch gets in here',
                   '        if context.signal is not None and context.signal.aborted:\n'
                   '            raise Refusal("aborted", path=shown)\n'
                   '        await asyncio.sleep(0)'),)),
@@ -290,20 +314,20 @@ MUTANTS = [
     Mutant("yields-every-16-chunks", "中止",
            "yield to the event loop after every chunk, not every 16th: an abort, a cancellation or another tool "
            "gets in only when you yield",
-           '        await asyncio.sleep(0)  # let an abort, a cancellation or another tool in between chunks',
+           '        await asyncio.sleep(0)  # an abort, a cancellation or another tool of the batch gets in here',
            '        if position % (16 * CHUNK_BYTES) == 0:\n'
            '            await asyncio.sleep(0)'),
     Mutant("file-descriptor-leaked-on-cancel", "中止",
            "close the file in a finally, not in an except Exception: a cancelled read (CancelledError is no "
            "Exception) otherwise leaves its descriptor open",
-           '        try:\n'
-           '            window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
-           '        finally:\n'
-           '            os.close(fd)\n',
-           '        try:\n'
-           '            window = await read_window(fd, shown, offset, limit, self.max_lines, self.max_bytes, context)\n'
-           '        except Exception:\n'
-           '            os.close(fd)\n'
-           '            raise\n'
-           '        os.close(fd)\n'),
+           '            try:\n'
+           '                await read_window(fd, shown, window, context)\n'
+           '            finally:  # however the read ends (a refusal, a cancellation), its file is closed\n'
+           '                os.close(fd)\n',
+           '            try:\n'
+           '                await read_window(fd, shown, window, context)\n'
+           '            except Exception:\n'
+           '                os.close(fd)\n'
+           '                raise\n'
+           '            os.close(fd)\n'),
 ]

@@ -13,6 +13,13 @@ No plan depends on the size of the chunks a read takes (anything up to 1 MiB): a
 placed either where every read has to judge it (at or before the window's lines, or anywhere in a file
 every read reads to its end) or more than 1 MiB past the end of every window read in that file, never
 in between, where the chapter leaves the verdict to the chunk size.
+
+Every read of a plan is of one kind (`read["kind"]`, `KINDS`): the section whose plans make it and the
+sentences of the chapter text it holds a tool to. A plan cites what its reads' kinds do (`cites_of`); a
+run that departs from the reference's at one read is shown what that read holds it to (`cites_at`).
+Every plan stays inside the chapter's contract: none swaps a file or directory between the tool's
+check and its open, the only thing beyond the chapter that the fixed tests of the section 加固 hold a
+tool to, so there is no hardening section of generated plans (`HARDENING_SECTIONS` is empty).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
@@ -279,29 +287,37 @@ def spelled(draw, relative: str) -> str:
 
 
 @st.composite
-def escape_paths(draw) -> str:
+def escape_reads(draw) -> dict:
+    """One read of an escape plan: a path of one kind (`KINDS`), spelled as a model may."""
     kind = draw(st.sampled_from(["inside", "inside", "outside_link", "link_edge", "loop", "absolute", "too_long",
                                  "too_long_in_bytes", "fit", "links", "names"]))
     if kind == "inside":
-        return draw(spelled(draw(st.sampled_from(INSIDE))))
-    if kind == "names":
-        return draw(spelled(draw(st.sampled_from(NAMES + OTHER_CASE))))
-    if kind == "outside_link":
-        return draw(spelled(draw(st.sampled_from(OUTSIDE_LINKS))))
-    if kind == "link_edge":
-        return draw(spelled(draw(st.sampled_from(LINK_EDGES))))
-    if kind == "loop":
-        return draw(spelled(draw(st.sampled_from(LOOPS))))
-    if kind == "absolute":
-        return draw(st.sampled_from(ABSOLUTE_OUTSIDE))
-    if kind == "too_long":
-        return draw(st.sampled_from(TOO_LONG))
-    if kind == "too_long_in_bytes":
-        return draw(st.sampled_from(TOO_LONG_IN_BYTES))
-    if kind == "fit":
-        return draw(st.sampled_from(FIT))
-    links = draw(st.sampled_from([1, 39, 40, 40, 41, 41, 45]))  # the walk follows at most 40 links
-    return "here/" * links + draw(st.sampled_from(["README.md", "docs/guide.md"]))
+        path = draw(spelled(draw(st.sampled_from(INSIDE))))
+    elif kind == "names":
+        path = draw(spelled(draw(st.sampled_from(NAMES + OTHER_CASE))))
+    elif kind == "outside_link":
+        path = draw(spelled(draw(st.sampled_from(OUTSIDE_LINKS))))
+    elif kind == "link_edge":
+        path = draw(spelled(draw(st.sampled_from(LINK_EDGES))))
+    elif kind == "loop":
+        path = draw(spelled(draw(st.sampled_from(LOOPS))))
+    elif kind == "absolute":
+        path = draw(st.sampled_from(ABSOLUTE_OUTSIDE))
+    elif kind == "too_long":
+        path = draw(st.sampled_from(TOO_LONG))
+    elif kind == "too_long_in_bytes":
+        path = draw(st.sampled_from(TOO_LONG_IN_BYTES))
+    elif kind == "fit":
+        path = draw(st.sampled_from(FIT))
+    else:
+        links = draw(st.sampled_from([1, 39, 40, 40, 41, 41, 45]))  # the walk follows at most 40 links
+        path = "here/" * links + draw(st.sampled_from(["README.md", "docs/guide.md"]))
+    return {"kind": ESCAPE_KINDS[kind], "arguments": {"path": path}}
+
+
+ESCAPE_KINDS = {"inside": "inside", "names": "names", "outside_link": "links-out", "link_edge": "link-edges",
+                "loop": "link-loops", "links": "link-count", "absolute": "absolute-outside", "too_long": "too-long",
+                "too_long_in_bytes": "too-long", "fit": "just-fits"}
 
 
 def root_options(draw) -> dict:
@@ -311,7 +327,7 @@ def root_options(draw) -> dict:
 
 @st.composite
 def escape_plans(draw) -> dict:
-    reads = [{"arguments": {"path": path}} for path in draw(st.lists(escape_paths(), min_size=3, max_size=8))]
+    reads = draw(st.lists(escape_reads(), min_size=3, max_size=8))
     return {**root_options(draw), "caps": {}, "entries": base_entries(), "reads": reads}
 
 
@@ -325,7 +341,7 @@ def round_trip_plans(draw) -> dict:
     entries = base_entries() + [{"path": name, "type": "file", "hex": t.encode().hex()} for name, t in files.items()]
     paths = st.one_of(st.sampled_from(list(files)).flatmap(spelled), st.sampled_from(INSIDE[:10]).flatmap(spelled))
     caps = {"max_lines": max_lines, "max_bytes": draw(st.integers(8, 80))} if draw(st.booleans()) else {}
-    reads = [{"arguments": {"path": p}} for p in draw(st.lists(paths, min_size=1, max_size=4))]
+    reads = [{"kind": "loop-read", "arguments": {"path": p}} for p in draw(st.lists(paths, min_size=1, max_size=4))]
     return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads, "loop": True}
 
 
@@ -352,12 +368,14 @@ def truncation_plans(draw) -> dict:
             arguments["offset"] = offset
         if limit is not None and limit >= 1:
             arguments["limit"] = limit
-        return {"arguments": arguments, "follow": draw2(st.sampled_from([0, 0, n + 2]))}
+        follow = draw2(st.sampled_from([0, 0, n + 2]))
+        return {"kind": "reading-on" if follow else "window", "arguments": arguments, "follow": follow}
 
     entries = [{"path": "notes.txt", "type": "file", "hex": data.hex()}, {"path": "empty.txt", "type": "file", "hex": ""}]
     chosen = draw(st.lists(reads(), min_size=1, max_size=3))
     if draw(st.integers(0, 4)) == 0:
-        chosen.append({"arguments": {"path": "empty.txt", **({"offset": 2} if draw(st.booleans()) else {})}})
+        chosen.append({"kind": "empty-file",
+                       "arguments": {"path": "empty.txt", **({"offset": 2} if draw(st.booleans()) else {})}})
     return {"rootLink": False, "rootSpelling": "str", "caps": caps, "entries": entries, "reads": chosen}
 
 
@@ -372,29 +390,31 @@ def refusal_reads(draw, windows: dict[str, list[dict]]) -> dict:
     kind = draw(st.sampled_from(["bad", "bad", "bad", "special", "path", "names", "schema", "past_end", "gone"]))
     if kind == "bad":
         path = draw(st.sampled_from(sorted(windows)))
-        return {"arguments": {"path": path, **draw(st.sampled_from(windows[path]))}}
+        return {"kind": "bad-bytes", "arguments": {"path": path, **draw(st.sampled_from(windows[path]))}}
     if kind == "special":
-        return {"arguments": {"path": draw(st.sampled_from(["pipelink", "docs", ".", "pipe", "agent.sock", "null",
-                                                             "dl", "docs/", "{root}", "{real}"]))}}
+        return {"kind": "special", "arguments": {"path": draw(st.sampled_from(
+            ["pipelink", "docs", ".", "pipe", "agent.sock", "null", "dl", "docs/", "{root}", "{real}"]))}}
     if kind == "path":
-        return {"arguments": {"path": draw(st.sampled_from(["", "nope.md", "nope/x.md", "README.md/x", "README.md\0",
-                                                             "docs\0/guide.md", "\udcff.md", "empty.txt/x"]))}}
+        return {"kind": "paths", "arguments": {"path": draw(st.sampled_from(
+            ["", "nope.md", "nope/x.md", "README.md/x", "README.md\0", "docs\0/guide.md", "\udcff.md", "empty.txt/x"]))}}
     if kind == "names":
-        return {"arguments": {"path": draw(st.sampled_from(NAMES + OTHER_CASE))}}
+        return {"kind": "names-again", "arguments": {"path": draw(st.sampled_from(NAMES + OTHER_CASE))}}
     if kind == "schema":
         breaker = draw(st.sampled_from(SCHEMA_BREAKERS + [{"path": 7}, {"path": None}, {"path": ["README.md"]}, {}]))
-        return {"arguments": {"path": "README.md", **breaker} if "path" not in breaker and breaker
+        return {"kind": "schema", "arguments": {"path": "README.md", **breaker} if "path" not in breaker and breaker
                 else {k: v for k, v in breaker.items()}}
     if kind == "gone":
-        return {"arguments": {"path": draw(st.sampled_from(["README.md", "docs/guide.md", "nope.md", "{root}/README.md"]))},
-                "vanish": True}
+        return {"kind": "gone", "vanish": True, "arguments": {"path": draw(st.sampled_from(
+            ["README.md", "docs/guide.md", "nope.md", "{root}/README.md"]))}}
     path, lines = draw(st.sampled_from([("README.md", 2), ("empty.txt", 0)]))
-    return {"arguments": {"path": path, "offset": draw(st.sampled_from([max(lines, 1), lines + 1, lines + 2, 10**9]))}}
+    return {"kind": "past-end",
+            "arguments": {"path": path, "offset": draw(st.sampled_from([max(lines, 1), lines + 1, lines + 2, 10**9]))}}
 
 
 BIG_FILES = {"chunks": lambda bad: chunk_cut_file(), "far": far_bad_file, "one_line": long_line_file,
              "large": lambda bad: large_file()}
 """The 1 MB and larger files a refusal plan may hold (up to two of them), each read twice."""
+BIG_KINDS = {"chunks": "chunk-cuts", "far": "far-bytes", "one_line": "long-line-far", "large": "large-file"}
 
 
 @st.composite
@@ -417,10 +437,12 @@ def refusal_plans(draw) -> dict:
     names = list(BIG_FILES)
     chosen = dict.fromkeys(names[n - 1] for n in (pick % 5, pick // 5 % 5) if n)  # none, one or two of them
     pick //= 25
-    for entry, big_windows in (BIG_FILES[name](bad) for name in chosen):  # two reads of each: they are 1 MB or more
+    for name in chosen:  # two reads of each: they are 1 MB or more
+        entry, big_windows = BIG_FILES[name](bad)
         entries.append(entry)
-        reads += [{"arguments": {"path": entry["path"], **big_windows[pick % len(big_windows)]}},
-                  {"arguments": {"path": entry["path"], **big_windows[pick // len(big_windows) % len(big_windows)]}}]
+        reads += [{"kind": BIG_KINDS[name], "arguments": {"path": entry["path"], **big_windows[pick % len(big_windows)]}},
+                  {"kind": BIG_KINDS[name],
+                   "arguments": {"path": entry["path"], **big_windows[pick // len(big_windows) % len(big_windows)]}}]
         pick //= len(big_windows) ** 2
     return {**root_options(draw), "caps": caps, "entries": entries, "reads": reads}
 
@@ -440,10 +462,12 @@ def abort_reads(draw, big: bool) -> dict:
     if big and draw(st.booleans()):
         offset = draw(st.sampled_from([BIG_LINES - 1, BIG_LINES, 36_000]))
         mode = draw(st.sampled_from(["during", "during", "cancel", "cancel", "before", "fresh", "none"]))
-        return {"arguments": {"path": "big.txt", "offset": offset}, "signal": mode}
+        kind = {"cancel": "far-cancel", "fresh": "far-unaborted", "none": "far-unaborted"}.get(mode, "far-abort")
+        return {"kind": kind, "arguments": {"path": "big.txt", "offset": offset}, "signal": mode}
     path = draw(st.sampled_from(["README.md", "empty.txt", "empty.txt", "docs/guide.md", "docs/readme", ".env"]))
     window = draw(st.sampled_from([{}, {"limit": 1}, {"limit": 1}, {"offset": 2}, {"offset": 2, "limit": 1}]))
-    return {"arguments": {"path": path, **window}, "signal": draw(st.sampled_from(["before", "before", "fresh", "none"]))}
+    return {"kind": "small-read", "arguments": {"path": path, **window},
+            "signal": draw(st.sampled_from(["before", "before", "fresh", "none"]))}
 
 
 @st.composite
@@ -464,6 +488,124 @@ STRATEGIES = {
     "abort": abort_plans(),
 }
 EXAMPLES = {"roundtrip": 8, "escape": 20, "refuse": 20, "truncate": 30, "abort": 10}
+
+
+# ---------------------------------------------------------------- what each kind of read holds a tool to
+
+@dataclass(frozen=True)
+class PlanKind:
+    """A kind of read a plan makes: the section whose plans make it and the chapter's sentences it holds the
+    tool to (names of the contract's CITES, course/judge/contracts/ch08_workspace_read.py)."""
+
+    section: str
+    cites: tuple[str, ...]
+
+
+KINDS: dict[str, PlanKind] = {
+    "loop-read": PlanKind("roundtrip", ("real-file", "content-lines", "inside-links", "details")),
+    "inside": PlanKind("escape", ("split-only-slash", "absolute-inside", "inside-links", "walk")),
+    "names": PlanKind("escape", ("names-bytes",)),
+    "links-out": PlanKind("escape", ("absolute-target", "relative-target", "climbs", "opens-nothing-outside")),
+    "link-edges": PlanKind("escape", ("absolute-target", "not-found", "ends-at-directory", "split-only-slash")),
+    "link-loops": PlanKind("escape", ("symlink-limit", "loop")),
+    "link-count": PlanKind("escape", ("symlink-limit",)),
+    "absolute-outside": PlanKind("escape", ("outside", "absolute-by-components")),
+    "too-long": PlanKind("escape", ("too-long-path", "too-long-name")),
+    "just-fits": PlanKind("escape", ("too-long-path", "split-only-slash")),
+    "bad-bytes": PlanKind("refuse", ("bytes-judged", "eof-flush")),
+    "special": PlanKind("refuse", ("type-before-open", "directory", "root-directory", "ends-at-directory")),
+    "paths": PlanKind("refuse", ("empty", "not-found", "not-a-directory", "nul")),
+    "names-again": PlanKind("refuse", ("names-bytes",)),
+    "schema": PlanKind("refuse", ("schema",)),
+    "past-end": PlanKind("refuse", ("offset-beyond", "empty-file")),
+    "gone": PlanKind("refuse", ("root-opened", "os-error")),
+    "chunk-cuts": PlanKind("refuse", ("incremental",)),
+    "far-bytes": PlanKind("refuse", ("judged-when-read", "chunks")),
+    "long-line-far": PlanKind("refuse", ("long-line-cut", "judged-when-read", "chunks")),
+    "large-file": PlanKind("refuse", ("no-size-refusal", "judged-when-read", "chunks")),
+    "window": PlanKind("truncate", ("body", "details", "lines")),
+    "reading-on": PlanKind("truncate", ("reassemble", "last-page", "notice-format")),
+    "empty-file": PlanKind("truncate", ("empty-file", "offset-beyond")),
+    "far-abort": PlanKind("abort", ("abort-before-chunk", "yield", "cancel-closes")),
+    "far-cancel": PlanKind("abort", ("yield", "cancel-closes")),
+    "far-unaborted": PlanKind("abort", ("abort-before-chunk", "chunks")),
+    "small-read": PlanKind("abort", ("aborted-even-small",)),
+}
+"""Every read a plan makes is of one kind (`read["kind"]`); a plan holds a tool to what its reads' kinds do."""
+CHAPTER_SECTIONS = tuple(STRATEGIES)
+HARDENING_SECTIONS: dict[str, str] = {}
+"""None: no plan swaps a file or directory between the tool's check and its open, the only thing beyond the
+chapter that chapter 08's checks hold a tool to (its fixed tests of the section 加固 do)."""
+
+
+def beyond_the_chapter(plan: dict) -> list[str]:
+    """The hardening promises a plan leans on: none (every plan stays inside the chapter's contract)."""
+    return []
+
+
+def _spelling_cites(path) -> list[str]:
+    """The sentences a path's spelling holds a tool to, besides its kind's."""
+    if not isinstance(path, str):
+        return []
+    found = []
+    if "/proc/self/root" in path:
+        found.append("absolute-by-components")
+    if ".." in path.split("/"):
+        found += ["parent", "parent-before-absolute"] if path.startswith(("{", "/")) else ["parent"]
+    elif path.startswith(("{root}", "{real}", "/{root}")):
+        found.append("absolute-inside")
+    if "\udcff" in path:  # a lone surrogate
+        found.append("unicode")
+    return found
+
+
+def _window_cites(read: dict, plan: dict) -> list[str]:
+    """The rows of the window's table a truncation read meets, and the lines of its file."""
+    caps = plan.get("caps") or {}
+    limit = read["arguments"].get("limit")
+    found = ["cap-limit" if isinstance(limit, int) and limit < caps.get("max_lines", DEFAULT_MAX_LINES)
+             else "cap-max-lines"]
+    if "max_bytes" in caps:
+        found += ["cap-max-bytes", "long-line"]
+    data = b"".join(bytes.fromhex(e.get("hex", "")) for e in plan.get("entries", []) if e.get("type") == "file")
+    if b"\r" in data:
+        found.append("only-newline")
+    if "\ufeff".encode() in data:
+        found.append("bom")
+    return found
+
+
+def read_cites(read: dict, plan: dict) -> list[str]:
+    """What one read of a plan holds a tool to: its kind's sentences, then those its path's spelling adds."""
+    kind = KINDS.get(read.get("kind"))
+    if kind is None:
+        return []
+    names = list(kind.cites)
+    if read.get("kind") == "window":
+        names += _window_cites(read, plan)
+    return names + _spelling_cites((read.get("arguments") or {}).get("path"))
+
+
+def _root_cites(plan: dict) -> list[str]:
+    return (["root-link"] if plan.get("rootLink") else []) + \
+        (["root-absolute"] if plan.get("rootSpelling") == "relative" else [])
+
+
+def cites_of(plan: dict) -> tuple[str, ...]:
+    """What a plan holds a tool to: what each of its reads does (in order), and its root."""
+    names = [name for read in plan.get("reads", []) for name in read_cites(read, plan)]
+    return tuple(dict.fromkeys(names + _root_cites(plan)))
+
+
+def cites_at(plan: dict, section: str) -> tuple[str, ...]:
+    """What the read whose rendering (`## read N`) a run first departs at holds a tool to, and the plan's
+    root; () when that read is not one of the plan's own (a read on from a notice: the plan's whole list
+    applies)."""
+    reads = plan.get("reads", [])
+    number = section.removeprefix("read ")
+    if not number.isdigit() or any(read.get("follow") for read in reads) or not 1 <= int(number) <= len(reads):
+        return ()
+    return tuple(dict.fromkeys(read_cites(reads[int(number) - 1], plan) + _root_cites(plan)))
 
 
 # ---------------------------------------------------------------- how a run is shown

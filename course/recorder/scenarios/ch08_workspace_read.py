@@ -458,9 +458,10 @@ async def loop_of_reads(plan: dict, registry: Registry, places: dict, key: str, 
     model = ScriptedModel([assistant_message([text("reading"), *calls], "toolUse"),
                            assistant_message([text("done")], "stop")])
     context = {"systemPrompt": "You are tiny-pi.", "messages": [user_message("read them")]}
+    loop = load_reference("ch07_agent_loop")  # (imported before the count: its file is no path the tool opened)
     before = open_descriptors()
     with opened_paths() as paths:
-        outcome = await bounded(lambda: run_loop(load_reference("ch07_agent_loop"), model=model,
+        outcome = await bounded(lambda: run_loop(loop, model=model,
                                                  context=copy.deepcopy(context), tools=registry), key, ours)
     if "result" in outcome:
         outcome["run"] = outcome.pop("result").record()
