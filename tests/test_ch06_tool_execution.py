@@ -102,7 +102,7 @@ class TestExecuteToolCall:
         assert result_record(result) == snapshot
         assert result["content"] == [text("KeyError")] and result["isError"] is True
 
-    @pytest.mark.cites("cancellation-raised-by-tool")
+    @pytest.mark.cites("cancellation-raised-by-tool", "catch-exception-only", "no-shield")
     async def test_cancellation_propagates(self, ch06, snapshot):
         """cancellation reaching a running tool propagates; it never becomes an error result."""
         # Cancellation reaching a running tool is not the tool failing: it must not become an error result.

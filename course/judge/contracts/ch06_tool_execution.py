@@ -36,6 +36,7 @@ CITES: dict[str, Cite] = {
                                   "arguments；说明是错误自带的 message："),
     "invalid-arguments-text": Cite(ARGUMENTS, 121, "`Invalid arguments for tool ${call.name} at ${where}: ${error.message}`"),
     "no-coercion": Cite(ARGUMENTS, 124, "参数按模型发来的原样检查，执行器不做类型转换，也不填默认值。"),
+    "runs-when-valid": Cite(CONTEXT, 136, "参数通过检查后，执行器调用工具："),
     "arguments-copy": Cite(CONTEXT, 140, "工具得到的是参数的深拷贝。"),
     "copy-after-return": Cite(CONTEXT, 147, "工具在返回以后才修改它保留的那份对象，call 同样不受影响"),
     "context-as-is": Cite(CONTEXT, 149, "第二个参数 ctx 原样交给工具：同一个 signal，同一个 reportProgress。"),
