@@ -13,7 +13,7 @@ import pytest
 
 from course.judge import contracts, differential
 from course.judge.index import expected_scenarios
-from course.judge.scenarios import ch07_plans
+from course.judge.scenarios import ch06_plans, ch07_plans
 from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,3 +119,66 @@ def test_a_chapter_without_a_text_or_a_table_breaks_nothing(tmp_path):
     chapter = Chapter("99", "ch99_nothing", "Nothing yet", text="docs/chapters/ch99_nothing.txt")
     assert contracts.text_path(chapter, tmp_path) is None
     assert contracts.text_path(Chapter("98", "ch98", "No text"), tmp_path) is None
+
+
+# --- chapter 06: the same pattern, its plans in course/judge/scenarios/ch06_plans.py ----------------
+
+EXECUTOR = find_chapter("06")
+
+
+def test_chapter_06_has_a_table_and_a_text_in_the_manifest():
+    assert EXECUTOR in CITING and EXECUTOR.text == "docs/chapters/ch06_tool_execution.txt"
+
+
+def test_every_kind_of_chapter_06_plan_cites_the_chapter_or_names_a_promise():
+    from course.recorder.scenarios import ch06_tool_execution as recorder
+
+    table = contracts.for_chapter(EXECUTOR.module)
+    for name, kind in ch06_plans.KINDS.items():
+        assert kind.section in recorder.SECTIONS, name
+        if kind.track == HARDENING:
+            assert recorder.SECTIONS[kind.section] == HARDENING and kind.cites and set(kind.cites) <= set(table.promises)
+        else:
+            assert kind.section in ch06_plans.CHAPTER_SECTIONS and kind.cites and set(kind.cites) <= set(table.cites)
+    assert set(ch06_plans.IN_THE_LOOP_CITES.values()) <= set(table.cites)
+
+
+@pytest.mark.parametrize("section", ch06_plans.CHAPTER_SECTIONS)
+@pytest.mark.parametrize("seed", [None, 7])
+def test_chapter_06s_chapter_track_plans_stay_inside_the_chapter(section: str, seed):
+    table = contracts.for_chapter(EXECUTOR.module)
+    kinds = set()
+    for plan in differential.draw_plans(EXECUTOR.module, section, seed=seed):
+        assert ch06_plans.beyond_the_chapter(plan) == [], plan
+        assert ch06_plans.KINDS[plan["kind"]].section == section
+        assert set(ch06_plans.cites_of(plan)) <= set(table.cites)
+        kinds.add(plan["kind"])
+        if section == "in_the_loop":  # chapter 07's chapter-track plans, every call through this executor
+            loop_plan = plan["loopPlan"]
+            assert loop_plan["executor"] == "chapter06" and loop_plan["registry"] and ch06_plans._calls(loop_plan)
+            assert set(ch07_plans.beyond_the_chapter(loop_plan)) <= {"exception-named"}  # (this executor names it)
+    assert kinds == {name for name, kind in ch06_plans.KINDS.items() if kind.section == section}
+
+
+def test_chapter_06s_hardening_plans_name_promises_the_table_knows_and_lean_on_each():
+    table = contracts.for_chapter(EXECUTOR.module)
+    leaned = set()
+    for section in ch06_plans.HARDENING_SECTIONS:
+        for plan in differential.draw_plans(EXECUTOR.module, section):
+            promises = ch06_plans.cites_of(plan)
+            assert set(promises) <= set(table.promises)
+            leaned.update(promises)
+    assert leaned == set(table.promises)
+    fixed = {name for e in expected_scenarios(EXECUTOR, ROOT) if e.track == HARDENING for name in e.cites}
+    assert fixed == {"tool-output-checked", "tool-output-json"}
+
+
+def test_a_failing_chapter_06_plan_says_what_it_enforces_beside_its_first_divergence():
+    plan = next(p for p in differential.draw_plans(EXECUTOR.module, "context") if p["kind"] == "changes-during")
+    said = differential.verdict(EXECUTOR.module, plan, "## result\n{}\n", "## result\n[]\n").splitlines()
+    table = contracts.for_chapter(EXECUTOR.module)
+    quotes = [f"enforces: {table.cites[name].text()}" for name in ch06_plans.cites_of(plan)]
+    assert quotes[0] == f"enforces: {table.cites['arguments-copy'].text()}"
+    at = said.index(quotes[0])
+    assert said[at:at + len(quotes)] == quotes
+    assert said[at + len(quotes)].startswith("first divergence in result")

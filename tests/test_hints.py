@@ -335,3 +335,14 @@ def test_a_chapter_that_passes_has_nothing_to_hint(command):
     command.run = fake_run(scenario("TestPureStop::test_pure_stop", "passed"), exit_code=0)
     code, out = command()
     assert code == 0 and "Every scenario of chapter 07 passes" in out
+
+
+def test_every_chapter_06_passage_cited_lies_inside_its_section_of_the_chapter_text():
+    lines = (Path(__file__).resolve().parent.parent / "docs/chapters/ch06_tool_execution.txt").read_text(
+        encoding="utf-8").splitlines()
+    assert lines[0] == hints.CHAPTER_TEXT["06"]
+    starts = {line[1:]: n for n, line in enumerate(lines, 1) if line.startswith("#")}
+    ends = dict(zip(starts.values(), [*list(starts.values())[1:], len(lines) + 1]))
+    for passage in hints.SECTIONS["06"]["工具执行"].passages:
+        start = starts[passage.title]
+        assert start <= passage.first <= passage.last < ends[start], passage

@@ -71,12 +71,13 @@ def test_chapter_06_pins_one_plan_of_every_rare_kind():
     from course.judge.scenarios import ch06_tool_execution as scenarios
 
     module = "ch06_tool_execution"
-    for section in ("arguments", "outputs", "failures"):
+    for section in ("arguments", "outputs", "failures", "hardening_outputs"):
         pinned = differential.pinned_plans(module, section)
         assert pinned and differential.draw_plans(module, section)[: len(pinned)] == pinned
         assert differential.draw_plans(module, section, seed=7)[: len(pinned)] == pinned
+    malformed = [plan["does"]["outcome"]["returns"] for plan in differential.pinned_plans(module, "hardening_outputs")]
+    assert all(bad in malformed for bad in scenarios.MALFORMED)  # (the hardening track's: beyond the chapter)
     returned = [plan["does"]["outcome"]["returns"] for plan in differential.pinned_plans(module, "outputs")]
-    assert all(bad in returned for bad in scenarios.MALFORMED)
     assert any(json.dumps(scenarios.MEGABYTE) in json.dumps(output) for output in returned)
     assert all({"content": [scenarios.text("done")], **extra} in returned
                for extra in scenarios.EXTRAS if "$" in json.dumps(extra))

@@ -43,7 +43,8 @@ from course.judge.testrun import course_root, default_implementation, shown
 
 STEPS = 3
 
-CHAPTER_TEXT = {"07": "Agent Loop：一次 README 往返怎样调用模型两次"}
+CHAPTER_TEXT = {"06": "工具执行：一次 read 调用怎样变成一条 toolResult",
+                "07": "Agent Loop：一次 README 往返怎样调用模型两次"}
 """The chapter texts the line numbers below refer to (by their first line, the title)."""
 
 
@@ -116,14 +117,16 @@ SECTIONS: dict[str, dict[str, Section]] = {
     "06": {
         "工具执行": Section(
             promise="execute_tool_call(call, registry, context) turns one tool call into one toolResult message "
-                    "with the call's id and name, and never raises for the tool's failures: an unknown tool, "
-                    "arguments that fail the tool's JSON Schema, a tool that raises or returns something that "
-                    "is not {content: [...]} each become an error result (isError true) saying why, without a "
-                    "traceback; only cancellation propagates. The tool gets a copy of the arguments; its own "
-                    "isError and details are kept.",
-            elsewhere="the chapter 06 text's section 「工具执行」 (not in this repository); in this repository, "
-                      "checkpoints/ch06_tool_execution.py's docstrings and docs/instructors.md's Layout table "
-                      "(`execute_tool_call`) describe the same contract",
+                    "with the call's id and name, and never raises for a failure: an unknown tool, arguments that "
+                    "are not JSON or fail the tool's JSON Schema, a tool that raises each become an error result "
+                    "(isError true) saying why, without a traceback; only cancellation propagates. The tool gets a "
+                    "copy of the arguments and the context as it is; its output's content, details and isError "
+                    "make the result.",
+            passages=tuple(Passage("06", title, first, last) for title, first, last in (
+                ("模型只写下调用，执行器给出结果", 32, 43), ("Registry 按名字找到工具", 76, 88),
+                ("参数在运行工具之前按 JSON Schema 检查", 94, 130), ("工具拿到参数副本、signal 与 reportProgress", 136, 149),
+                ("工具的返回值变成 toolResult", 163, 186), ("工具抛出异常时，错误结果保留它的消息", 199, 208),
+                ("取消不是工具失败", 216, 223))),
             look_for="which failure becomes which error text, and that the result always answers the call's id",
         ),
     },

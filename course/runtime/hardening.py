@@ -1,6 +1,9 @@
-"""What a chapter 07 loop may opt into beyond the chapter: the promises of the hardening track (加固).
+"""What a chapter's code may opt into beyond the chapter: the promises of the hardening track (加固).
 
-The chapter's loop trusts its collaborators: the model keeps the stream contract, an injected executor
+Chapter 06's executor trusts its tools to return a ToolOutput (a dict with a content list, JSON inside);
+`output_problem(call, output)` says why an output is not one, for the executor to turn into an error result.
+
+Chapter 07's loop trusts its collaborators: the model keeps the stream contract, an injected executor
 answers its call with a tool result, the observer returns, nobody cancels the run. The hardening track
 holds a loop to more, and these helpers (all importable from here) give it, without changing what the
 loop does when its collaborators keep to the chapter:
@@ -29,6 +32,18 @@ from course.runtime.stream import guard_stream  # noqa: F401  (a loop opts in fr
 from course.runtime.tools import ToolExecutionContext, error_result
 
 ToolExecutor = Callable[[ToolCall, ToolExecutionContext], Awaitable[ToolResultMessage]]
+
+
+def output_problem(call: ToolCall, output: object) -> str | None:
+    """Why a tool's `output` cannot become the result of `call` (it is no dict with a content list, or what
+    reaches the transcript, content and details, is not JSON), or None."""
+    if not isinstance(output, dict) or not isinstance(output.get("content"), list):
+        return f"Tool {call['name']} returned {type(output).__name__}, not a dict with a content list"
+    try:
+        check_json([output["content"], output.get("details")])  # a transcript is JSON
+    except (TypeError, ValueError) as error:
+        return f"Tool {call['name']} returned output that is not JSON: {error}"
+    return None
 
 
 def checked(execute: ToolExecutor) -> ToolExecutor:

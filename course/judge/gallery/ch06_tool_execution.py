@@ -1,6 +1,13 @@
-"""Chapter 06's known mistakes: each patches one essential line of checkpoints/ch06_tool_execution.py."""
+"""Chapter 06's known mistakes: each patches one essential line of checkpoints/ch06_tool_execution.py.
+
+A mistake only against what the project adds beyond the chapter (a tool's output that is no ToolOutput:
+malformed, or not JSON) is `track=HARDENING`: the hardening track must fail it and the chapter track must not."""
 
 from course.judge.mutants import Mutant
+from course.manifest import HARDENING
+
+OUTPUT_CHECK = 'problem = output_problem(call, output)'
+"""The reference's opt-in (加固) to the runtime's check of a tool's output."""
 
 MUTANTS = [
     Mutant("unknown-tool-not-reported", "工具执行",
@@ -35,8 +42,9 @@ MUTANTS = [
            'except BaseException as exc:'),
     Mutant("garbage-output-trusted", "工具执行",
            "check that the tool returned a dict with a content list; anything else is an error result",
-           'if not isinstance(output, dict) or not isinstance(output.get("content"), list):',
-           'if output is None:'),
+           OUTPUT_CHECK,
+           'problem = output_problem(call, output) if output is None else None  # anything but None is an output',
+           track=HARDENING),
     Mutant("is-error-dropped", "工具执行",
            "keep the tool's own isError: a tool may report failure without raising",
            'is_error=bool(output.get("isError", False)),',
@@ -130,16 +138,21 @@ MUTANTS = [
            'f"{type(exc).__name__}: {exc}"'),
     Mutant("empty-content-refused", "工具执行",
            "an empty content list is a valid output; check the type of content, not its truth",
-           'not isinstance(output.get("content"), list)',
-           'not output.get("content")'),
+           OUTPUT_CHECK,
+           'if isinstance(output, dict) and not output.get("content"):  # nothing to tell the model\n'
+           '    return error_result(call, f"Tool {call[\'name\']} returned {type(output).__name__}, not a dict with a "\n'
+           '                              "content list")\n' + OUTPUT_CHECK),
     Mutant("output-not-checked-json", "工具执行",
            "check that the output's content and details are JSON: a transcript is JSON",
-           'check_json([output["content"], output.get("details")])  # a transcript is JSON',
-           'pass'),
+           OUTPUT_CHECK,
+           'problem = None if isinstance(output, dict) and isinstance(output.get("content"), list) \\\n'
+           '    else output_problem(call, output)  # the shape only',
+           track=HARDENING),
     Mutant("details-not-checked-json", "工具执行",
            "the details are part of the transcript too: check them for JSON as well as the content",
-           'check_json([output["content"], output.get("details")])',
-           'check_json(output["content"])'),
+           OUTPUT_CHECK,
+           'problem = output_problem(call, {**output, "details": None} if isinstance(output, dict) else output)',
+           track=HARDENING),
     Mutant("error-flag-not-coerced", "工具执行",
            "the result's isError is a bool: the truth of the tool's isError",
            'is_error=bool(output.get("isError", False)),',
@@ -169,10 +182,10 @@ MUTANTS = [
            ' else block for block in output["content"]],  # keep the transcript small\nis_error='),
     Mutant("tuple-content-accepted", "工具执行",
            "content must be a list: an output whose content is a tuple (or any other sequence) is malformed, not converted",
-           'if not isinstance(output, dict) or not isinstance(output.get("content"), list):',
+           OUTPUT_CHECK,
            'if isinstance(output, dict) and isinstance(output.get("content"), tuple):  # as good as a list\n'
-           '    output = {**output, "content": list(output["content"])}\n'
-           'if not isinstance(output, dict) or not isinstance(output.get("content"), list):'),
+           '    output = {**output, "content": list(output["content"])}\n' + OUTPUT_CHECK,
+           track=HARDENING),
     Mutant("numeric-strings-coerced", "工具执行",
            "validate the arguments as the model sent them: \"7\" is not an integer, and coercing it first "
            "(as AJV's coerceTypes does) lets wrong arguments through",
@@ -208,6 +221,11 @@ MUTANTS = [
     Mutant("output-checked-whole", "工具执行",
            "check only what reaches the transcript (content and details) for JSON: other keys of the output "
            "may hold anything",
-           'check_json([output["content"], output.get("details")])',
-           'check_json(output)'),
+           OUTPUT_CHECK,
+           'try:\n'
+           '    json.dumps(output, allow_nan=False)  # the whole output must be JSON\n'
+           'except (TypeError, ValueError) as error:\n'
+           '    return error_result(call, f"Tool {call[\'name\']} returned output that is not JSON: {error}")\n'
+           + OUTPUT_CHECK,
+           also=(("from __future__ import annotations\n", "from __future__ import annotations\n\nimport json\n"),)),
 ]

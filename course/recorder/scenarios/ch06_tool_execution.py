@@ -1,29 +1,21 @@
 """Chapter 06's generated scenarios, run: one call executed against a registry of generated tools.
 
-Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_tool_execution`):
+Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_plans`; their shapes are the types below):
 
-- an execution (sections `arguments`, `outputs`, `failures`, `context`: each draws mostly what it names):
-  {"tools": [{"name", "parameters"}],     the registry: each tool's JSON Schema
-   "call": {"id", "name", "arguments"},   the call to execute (arguments may break the schema; with
-                                          "argumentsError" and "argumentsText" they were not a JSON object)
-   "argumentsEncoded": bool,              the call's arguments hold markers, as a returned value may
-   "signalAborted": bool,                 the caller's signal is aborted before the call
-   "does": {"progress": [content, ...],   what the called tool reports, in order, before its outcome
-            "meddle": [{"at": [keys], "op": "set" | "delete" | "append" | "clear", "key"?}],
-            "meddleWhen": "during" | "after",  the tool changes what it received, during its run or
-                                               after the executor returned (it kept a reference)
-            "outcome": {"returns": value} | {"raises": exception} | {"cancelled": "raised" | "from outside"}}}
-  An exception: {"type", "args", "cause"?: exception (raise ... from it), "context"?: exception (raised
-  while it was being handled), "notes"?: [str] (add_note), "group"?: [exception] (an ExceptionGroup of
-  them, its message args[0])}.
-  A returned value may hold values JSON cannot: {"$set": [...]}, {"$bytes": str}, {"$float": "nan" |
-  "inf" | "-inf"}, {"$tuple": [...]}, {"$object": str}, {"$cycle": null} (a list holding itself),
-  {"$deep": n} (lists nested n deep); a plain string may be a lone surrogate. {"$repeat": [str, n]} is
-  the string n times over (a long text, kept short in the plan), in returned values and exception args.
-  Every tool of the registry records whether it ran; only the called one does what `does` says.
-
-- a chapter 07 loop plan (section `in_the_loop`): {"loopPlan": plan}, run by chapter 07's recorder on
-  the REFERENCE loop whose chapter 06 executor is the implementation's `execute_tool_call`.
+- an execution (`ExecutionPlan`; sections `arguments`, `outputs`, `failures`, `context` and
+  `hardening_outputs`): a registry of tools (each with its JSON Schema), the call to execute (its
+  arguments may break the schema, or not be JSON: `argumentsError`), whether the caller's signal is
+  aborted already, and what the called tool does (`Does`): the progress it reports, how it changes what
+  it received (during its run, or after the executor returned: it kept a reference), and its outcome —
+  a value it returns, an exception it raises (`ExceptionSpec`), or a cancellation. A returned value may
+  hold values JSON cannot: {"$set": [...]}, {"$bytes": str}, {"$float": "nan" | "inf" | "-inf"},
+  {"$tuple": [...]}, {"$object": str}, {"$cycle": null} (a list holding itself), {"$deep": n} (lists
+  nested n deep); a plain string may be a lone surrogate. {"$repeat": [str, n]} is the string n times
+  over (a long text, kept short in the plan), in returned values and exception args. Every tool of the
+  registry records whether it ran; only the called one does what `does` says.
+- a chapter 07 loop plan (`LoopRunPlan`; sections `in_the_loop` and `hardening_in_the_loop`):
+  {"loopPlan": plan}, run by chapter 07's recorder on the REFERENCE loop whose chapter 06 executor is the
+  implementation's `execute_tool_call`.
 
 Nothing waits on time: the executor runs in a task driven for a bounded number of event-loop turns,
 and a tool that waits for cancellation waits on a gate this module opens before it returns. Work an
@@ -44,21 +36,107 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal, Required, TypedDict
 
 from jsonschema import validators
 
 from course.recorder.record import jsonable
 from course.runtime.abort import AbortController
+from course.manifest import HARDENING
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
 SECTIONS = {
     "arguments": "工具执行",    # schemas and the arguments that fit or break them; unknown names
-    "outputs": "工具执行",      # what the tool returns: well-formed, malformed, not JSON
+    "outputs": "工具执行",      # what the tool returns: a ToolOutput, whatever its fields hold
     "failures": "工具执行",     # the tool raises, raises CancelledError, or is cancelled while it waits
     "context": "工具执行",      # progress, the caller's signal, a tool that changes its arguments
-    "in_the_loop": "工具执行",  # chapter 07's plans, run by the reference loop with this chapter 06
+    "in_the_loop": "工具执行",  # chapter 07's chapter-track plans, run by the reference loop with this chapter 06
+    # The hardening track: plans beyond the chapter's contract.
+    "hardening_outputs": HARDENING,      # the tool returns no ToolOutput: malformed, or not JSON
+    "hardening_in_the_loop": HARDENING,  # chapter 07's plans with every freedom of the loop's collaborators
 }
+
+
+class ToolSpec(TypedDict):
+    name: str
+    parameters: dict[str, Any]
+    """The tool's JSON Schema."""
+
+
+class CallSpec(TypedDict, total=False):
+    id: Required[str]
+    name: Required[str]
+    arguments: Required[Any]
+    argumentsError: str
+    """The arguments text was not a JSON object (the provider left `arguments` {})."""
+    argumentsText: str
+
+
+class ExceptionSpec(TypedDict, total=False):
+    type: Required[str]
+    """A name of EXCEPTIONS."""
+    args: Required[list[Any]]
+    cause: ExceptionSpec
+    """Raised `from` it."""
+    context: ExceptionSpec
+    """Raised while it was being handled."""
+    notes: list[str]
+    """Added with add_note."""
+    group: list[ExceptionSpec]
+    """An ExceptionGroup of these, its message args[0]."""
+
+
+class Change(TypedDict, total=False):
+    at: Required[list[str | int]]
+    """Keys and indexes from the arguments to the container changed."""
+    op: Required[Literal["set", "delete", "append", "clear"]]
+    key: str
+
+
+class Returns(TypedDict):
+    returns: Any
+
+
+class Raises(TypedDict):
+    raises: ExceptionSpec
+
+
+class Cancelled(TypedDict):
+    cancelled: Literal["raised", "from outside"]
+    """The tool raises CancelledError, or waits until the task running the executor is cancelled."""
+
+
+Outcome = Returns | Raises | Cancelled
+
+
+class Does(TypedDict):
+    """What the called tool does, in order: its progress, its changes (during its run), its outcome."""
+
+    progress: list[list[dict[str, Any]]]
+    meddle: list[Change]
+    meddleWhen: Literal["during", "after"]
+    outcome: Outcome
+
+
+class ExecutionPlan(TypedDict, total=False):
+    kind: str
+    """Its kind (`course.judge.scenarios.ch06_plans.KINDS`): what it holds the executor to."""
+    tools: Required[list[ToolSpec]]
+    call: Required[CallSpec]
+    argumentsEncoded: bool
+    """The call's arguments hold markers (values JSON cannot hold), decoded before the call."""
+    signalAborted: bool
+    does: Required[Does]
+    brokenBy: str
+    """How the arguments break the schema, in words."""
+    notJson: str
+    """How the arguments are not JSON, in words."""
+
+
+class LoopRunPlan(TypedDict, total=False):
+    kind: str
+    loopPlan: Required[dict[str, Any]]
+    """A plan of `course.recorder.scenarios.ch07_agent_loop`."""
 
 TURNS = 500
 """Event-loop turns an execution may take: a tool here never waits on anything but the plan's gate."""
@@ -213,44 +291,35 @@ async def _no_plan(arguments, context):
 TEMPLATE = Tool(name="template", description="", parameters={"type": "object"}, execute=_no_plan)
 
 
-async def execute_plan(plan: dict, execute_tool_call) -> dict:
-    does = plan.get("does") or {}
-    outcome = does.get("outcome") or {"returns": {"content": []}}
-    runs: list[dict] = []
-    progress: list[Any] = []
-    kept: list[Any] = []
-    started = asyncio.Event()
-    release = asyncio.Event()
-    controller = AbortController()
-    state = {"tool": None}
+class PlanTools:
+    """The registry's tools of one execution plan, and what they saw: every tool records that it ran (with
+    what, and whether it had the caller's signal); the called one does what the plan's `does` says."""
 
-    def make_tool(spec: dict) -> Tool:
+    def __init__(self, plan: ExecutionPlan, controller: AbortController) -> None:
+        self.plan, self.controller = plan, controller
+        self.does: Does = plan.get("does") or {"progress": [], "meddle": [], "meddleWhen": "during",
+                                               "outcome": {"returns": {"content": []}}}
+        self.runs: list[dict] = []
+        self.kept: list[Any] = []
+        """What the called tool received, kept to change after the executor returned ("meddleWhen": "after")."""
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+        self.waiting: str | None = None
+        """A tool waiting to be cancelled: "waiting", then "cancelled" or "released"."""
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.does.get("outcome") or {"returns": {"content": []}}
+
+    def registry(self) -> Registry:
+        return Registry(self._tool(spec) for spec in self.plan["tools"])
+
+    def _tool(self, spec: ToolSpec) -> Tool:
         async def execute(arguments, context):
-            run = {"tool": spec["name"], "received": jsonable(arguments),
-                   "callersSignal": getattr(context, "signal", None) is controller.signal}
-            runs.append(run)
-            if spec["name"] != plan["call"]["name"]:
+            self.runs.append({"tool": spec["name"], "received": jsonable(arguments),
+                              "callersSignal": getattr(context, "signal", None) is self.controller.signal})
+            if spec["name"] != self.plan["call"]["name"]:
                 return {"content": []}
-            kept.append(arguments)
-            for content in does.get("progress", []):
-                context.report_progress(copy.deepcopy(content))
-            if does.get("meddleWhen", "during") == "during":
-                meddle(arguments, does.get("meddle", []))
-            if "raises" in outcome:
-                _raise(outcome["raises"])
-            if outcome.get("cancelled") == "raised":
-                raise asyncio.CancelledError()
-            if outcome.get("cancelled") == "from outside":
-                state["tool"] = "waiting"
-                started.set()
-                try:
-                    await release.wait()
-                except asyncio.CancelledError:
-                    state["tool"] = "cancelled"
-                    raise
-                state["tool"] = "released"
-                return {"content": []}
-            return decode(outcome["returns"])
+            return await self._called(arguments, context)
 
         tool = copy.copy(TEMPLATE)  # not Tool(...): checking a schema against the metaschema takes 20 ms, and
         tool.name = spec["name"]     # the judge's generated schemas are valid by construction
@@ -260,55 +329,101 @@ async def execute_plan(plan: dict, execute_tool_call) -> dict:
         tool.execute = execute
         return tool
 
+    async def _called(self, arguments: Any, context: ToolExecutionContext) -> Any:
+        """The called tool: its progress, its changes to what it received, then its outcome."""
+        self.kept.append(arguments)
+        for content in self.does.get("progress", []):
+            context.report_progress(copy.deepcopy(content))
+        if self.does.get("meddleWhen", "during") == "during":
+            meddle(arguments, self.does.get("meddle", []))
+        outcome = self.outcome
+        if "raises" in outcome:
+            _raise(outcome["raises"])
+        if outcome.get("cancelled") == "raised":
+            raise asyncio.CancelledError()
+        if outcome.get("cancelled") == "from outside":
+            return await self._wait_for_cancellation()
+        return decode(outcome["returns"])
+
+    async def _wait_for_cancellation(self) -> dict:
+        self.waiting = "waiting"
+        self.started.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.waiting = "cancelled"
+            raise
+        self.waiting = "released"
+        return {"content": []}
+
+    def meddle_after(self) -> None:
+        if self.does.get("meddleWhen") == "after":
+            for arguments in self.kept:
+                meddle(arguments, self.does.get("meddle", []))
+
+
+def _call_of(plan: ExecutionPlan) -> dict:
     call = {"type": "toolCall", **copy.deepcopy(plan["call"])}
     if plan.get("argumentsEncoded"):
         call["arguments"] = decode(call["arguments"])  # values JSON cannot hold, inside the arguments
+    return call
+
+
+async def _judge_the_task(task: asyncio.Task, tools: PlanTools, record: dict) -> None:
+    """Drive the executor's task (cancelling it once its tool waits, if the plan says so) and record how it ended."""
+    from_outside = tools.outcome.get("cancelled") == "from outside"
+    if from_outside:
+        await _drive(task, until=tools.started.is_set)
+        if not task.done():
+            task.cancel()
+    await _drive(task)
+    if from_outside:
+        record["toolWhenTheExecutorEnded"] = tools.waiting if task.done() else "still running"
+    if not task.done():
+        record["neverEnded"] = _never_ended(TURNS)
+        for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
+            task.cancel()
+            await _drive(task)
+            if task.done():
+                break
+    elif task.cancelled():
+        record["raised"] = {"type": "CancelledError", "message": ""}
+    elif task.exception() is not None:
+        error = task.exception()
+        record["raised"] = {"type": type(error).__name__, "message": str(error)}
+    else:
+        record["result"] = task.result()
+    tools.release.set()  # a tool the executor left waiting (shielded, detached) finishes now
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def execute_plan(plan: ExecutionPlan, execute_tool_call) -> dict:
+    """One execution plan's record: the result (or what was raised), the tools that ran, the progress the
+    caller saw, and whether the call was left as it was."""
+    controller = AbortController()
+    tools = PlanTools(plan, controller)
+    call = _call_of(plan)
     before = copy.deepcopy(call)
-    registry = Registry(make_tool(spec) for spec in plan["tools"])
+    registry = tools.registry()
     if plan.get("signalAborted"):
         controller.abort()
-    context = ToolExecutionContext(signal=controller.signal, report_progress=lambda content: progress.append(content))
+    progress: list[Any] = []
+    context = ToolExecutionContext(signal=controller.signal, report_progress=progress.append)
 
     record: dict[str, Any] = {"kind": "tool-execution"}
     try:
         task = asyncio.ensure_future(execute_tool_call(call, registry, context))
     except Exception as error:  # not even a coroutine
         record["raised"] = {"type": type(error).__name__, "message": str(error)}
-        task = None
-    if task is not None:
-        if outcome.get("cancelled") == "from outside":
-            await _drive(task, until=started.is_set)
-            if not task.done():
-                task.cancel()
-        await _drive(task)
-        if outcome.get("cancelled") == "from outside":
-            record["toolWhenTheExecutorEnded"] = state["tool"] if task.done() else "still running"
-        if not task.done():
-            record["neverEnded"] = _never_ended(TURNS)
-            for _ in range(3):  # a wrong executor may swallow a cancellation: ask again, a bounded number of times
-                task.cancel()
-                await _drive(task)
-                if task.done():
-                    break
-        elif task.cancelled():
-            record["raised"] = {"type": "CancelledError", "message": ""}
-        elif task.exception() is not None:
-            error = task.exception()
-            record["raised"] = {"type": type(error).__name__, "message": str(error)}
-        else:
-            record["result"] = task.result()
-        release.set()  # a tool the executor left waiting (shielded, detached) finishes now
-        for _ in range(3):
-            await asyncio.sleep(0)
-
-    if does.get("meddleWhen") == "after":
-        for arguments in kept:
-            meddle(arguments, does.get("meddle", []))
+    else:
+        await _judge_the_task(task, tools, record)
+    tools.meddle_after()
     try:
         unchanged = call == before
     except Exception:  # something the executor put into the call cannot even be compared
         unchanged = False
-    record.update(runs=runs, progress=progress, callUnchanged=unchanged, callAfter=call)
+    record.update(runs=tools.runs, progress=progress, callUnchanged=unchanged, callAfter=call)
     return jsonable(record)
 
 
