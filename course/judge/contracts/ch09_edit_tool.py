@@ -39,7 +39,7 @@ CITES: dict[str, Cite] = {
     "mode": Cite(ATOMIC, 150, "一个 0755 的脚本改完仍可执行。"),
     "through-links": Cite(ATOMIC, 152, "改的是它指向的 README.md，docs/readme 本身仍是那个链接。"),
     "write-failed": Cite(ATOMIC, 154, "文件保持原样，临时文件被删除，结果是一条错误结果"),
-    "batch-of-edits": Cite(ATOMIC, 156, "同一批中两个 edit 改同一个文件时，第二个读到的是第一个写完的文件，两处改动都在。"),
+    "batch-of-edits": Cite(ATOMIC, 156, "同一批中两个 edit 改同一个文件时，后运行的那个读到的是先运行的那个写完的文件，两处改动都在。"),
     "workspace-reused": Cite(BOUNDARY, 162, "本章不重写这些规则，而是 import 第 08 章的 Workspace"),
     "refusals-reused": Cite(BOUNDARY, 170, "第 08 章的每一种拒绝原样成为 edit 的错误结果，文字和 details.error 都不变"),
     "nothing-outside": Cite(BOUNDARY, 172, "工作区外的文件既不被读，也不被写，工作区外也不会出现临时文件。"),

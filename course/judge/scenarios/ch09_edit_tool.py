@@ -1,7 +1,5 @@
-"""Chapter 09's generated plans (their shape: `course.recorder.scenarios.ch09_edit_tool.EditPlan`) and how a
-run of one is shown. Everything a run shows is compared: each result (its text, details and diff), each
-rename, and the files afterwards (their modes and bytes, BOM and CR included), inside the workspace and
-anywhere outside it that changed."""
+"""Chapter 09's generated plans (shape: course.recorder.scenarios.ch09_edit_tool.EditPlan) and how a run is shown:
+each result (text, details, diff), each rename, the files afterwards (modes and bytes), all compared."""
 
 from __future__ import annotations
 
@@ -10,13 +8,11 @@ from hypothesis import strategies as st
 from course.judge.scenarios.ch08_workspace_read import _text_of, visible
 
 WORDS = ["alpha", "beta", "aa", "a", "é", "汉字", " ", "\t", "\r", "x"]
-"""Line pieces: words met once or many times, one that overlaps itself ("aa"), 2- and 3-byte characters,
-and a carriage return that is not part of a line break."""
+"""Line pieces: words met once or often, one overlapping itself ("aa"), multi-byte characters, a lone CR."""
 NOTES = "notes.txt"
 ESCAPES = ["../secret.txt", "out_abs", "out_rel", "out_dir/secret.txt", "{tmp}/secret.txt", "docs", ".",
            "nope.txt", "bad.bin", "latin1.txt", "docs/readme", "{root}/notes.txt", "loop1"]
-"""Chapter 08's refusals met by an edit (outside, links out, a directory, missing, binary, not UTF-8, a link
-loop), and paths that stay inside (a link to notes.txt, an absolute path under the root)."""
+"""Chapter 08's refusals met by an edit, and paths that stay inside (a link to notes.txt, the root's absolute path)."""
 ENTRIES = [{"path": "docs/readme", "type": "link", "target": f"../{NOTES}"},
            {"path": "out_abs", "type": "link", "target": "{tmp}/secret.txt"},
            {"path": "out_rel", "type": "link", "target": "../secret.txt"},
@@ -53,7 +49,8 @@ def old_texts(draw, content: str) -> str:
 
 
 @st.composite
-def edit_plans(draw, *, max_lines=4, paths=(NOTES,), fail=False, loop=False, modes=(None,)) -> dict:
+def edit_plans(draw, *, max_lines=4, paths=(NOTES,), fail=False, modes=(None,)) -> dict:
+    """A file and 1 to 3 edits of it, one after another."""
     content = draw(file_texts(max_lines))
     notes = {"path": NOTES, "type": "file", "hex": content.encode().hex()}
     mode = draw(st.sampled_from(modes))
@@ -64,35 +61,23 @@ def edit_plans(draw, *, max_lines=4, paths=(NOTES,), fail=False, loop=False, mod
                              .map("".join)))
         edit = {"arguments": {"path": draw(st.sampled_from(paths)), "oldText": old, "newText": new}}
         edits.append({**edit, "failWrite": True} if fail and draw(st.booleans()) else edit)
-    return {"entries": [{**notes, "mode": mode} if mode else notes, *ENTRIES], "edits": edits, "loop": loop}
+    return {"entries": [{**notes, "mode": mode} if mode else notes, *ENTRIES], "edits": edits}
 
 
-STRATEGIES = {
-    "roundtrip": edit_plans(loop=True),
-    "match": edit_plans(),
-    "diff": edit_plans(max_lines=12),
-    "encoding": edit_plans(paths=(NOTES, NOTES, "bad.bin", "latin1.txt")),
-    "atomic": edit_plans(paths=(NOTES, "docs/readme"), fail=True, modes=(None, 0o755, 0o600, 0o640)),
-    "escape": edit_plans(paths=(NOTES, *ESCAPES)),
+KINDS = {  # section: (its plans, the sentences they enforce, course.judge.contracts.ch09_edit_tool)
+    "match": (edit_plans(), ("count-overlapping", "no-match", "ambiguous", "one-place-only")),
+    "diff": (edit_plans(max_lines=12), ("diff-how", "diff-direction")),
+    "encoding": (edit_plans(paths=(NOTES, NOTES, "bad.bin", "latin1.txt")), ("bom", "line-ending", "restore")),
+    "atomic": (edit_plans(paths=(NOTES, "docs/readme"), fail=True, modes=(None, 0o755, 0o600, 0o640)),
+               ("temp-then-rename", "mode", "through-links", "write-failed")),
+    "escape": (edit_plans(paths=(NOTES, *ESCAPES)), ("refusals-reused", "nothing-outside")),
 }
+STRATEGIES = {section: plans.map(lambda plan, s=section: {**plan, "section": s}) for section, (plans, _) in KINDS.items()}
 EXAMPLES = dict.fromkeys(STRATEGIES, 25)
-CITES = {"roundtrip": ("round-trip", "batch-of-edits"), "match": ("count-overlapping", "no-match", "ambiguous"),
-         "diff": ("diff-how", "diff-direction"), "encoding": ("bom", "line-ending", "normalise", "restore"),
-         "atomic": ("temp-then-rename", "same-directory", "mode", "write-failed"),
-         "escape": ("workspace-reused", "refusals-reused", "nothing-outside")}
-
-
-def section_of(plan: dict) -> str:
-    paths = {edit["arguments"].get("path") for edit in plan["edits"]}
-    if plan.get("loop"):
-        return "roundtrip"
-    if any("failWrite" in edit for edit in plan["edits"]) or "docs/readme" in paths:
-        return "atomic"
-    return "escape" if paths - {NOTES, "bad.bin", "latin1.txt"} else "encoding" if paths - {NOTES} else "match"
 
 
 def cites_of(plan: dict) -> tuple[str, ...]:
-    return CITES[section_of(plan)]
+    return KINDS[plan["section"]][1]
 
 
 def file_line(path: str, kept: str) -> str:
@@ -116,14 +101,7 @@ def render_result(result, arguments) -> list[str]:
 def render_edits(record: dict) -> str:
     if "createRaised" in record:
         return f"## tool\ncreate_edit_tool raised {record['createRaised']}\n"
-    out, loop = [], record.get("loop")
-    if loop is not None:
-        run = loop.get("run") or {}
-        out += [f"## loop\nreason     {visible(run.get('reason'))}" if run else f"## loop\n{visible(loop)}"]
-        calls = {block.get("id"): block.get("arguments") for m in run.get("messages", []) if m.get("role") == "assistant"
-                 for block in m.get("content", []) if isinstance(block, dict) and block.get("type") == "toolCall"}
-        for n, m in enumerate([m for m in run.get("messages", []) if m.get("role") == "toolResult"], 1):
-            out += ["", f"## edit {n}", *render_result(m, calls.get(m.get("toolCallId")))]
+    out = []
     for n, edit in enumerate(record.get("edits", []), 1):
         out += ["", f"## edit {n}"] + (["write      fails: os.replace and os.rename raise EACCES"] if edit["failWrite"] else [])
         if "result" in edit:
@@ -141,10 +119,9 @@ RENDERERS = {"workspace-edits": render_edits}
 
 def describe(plan: dict) -> str:
     notes = next(e for e in plan["entries"] if e["path"] == NOTES)
-    words = [f"{NOTES} holds {visible(bytes.fromhex(notes['hex']).decode())}"
-             + (f" (mode {notes['mode']:04o})" if "mode" in notes else ""),
-             "beside chapter 08's secret, with the links and files of ENTRIES (course/judge/scenarios/ch09_edit_tool.py)"]
-    how = "one batch of calls through the reference loop" if plan.get("loop") else "one after another"
     edits = [f"{n}. edit {visible(e['arguments'])}" + (", every rename failing with EACCES" if e.get("failWrite") else "")
              for n, e in enumerate(plan["edits"], 1)]
-    return " | ".join(words) + f" || edits ({how}): " + "; ".join(edits)
+    return (f"{NOTES} holds {visible(bytes.fromhex(notes['hex']).decode())}" + (f" (mode {notes['mode']:04o})"
+            if "mode" in notes else "") + ", beside chapter 08's secret and the entries of ENTRIES "
+            "(course/judge/scenarios/ch09_edit_tool.py) || edits: "
+            + "; ".join(edits))
