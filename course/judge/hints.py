@@ -224,6 +224,26 @@ SECTIONS: dict[str, dict[str, Section]] = {
             look_for="checking the signal before each read call, yielding after each, closing the file in a finally",
         ),
     },
+    "09": {  # docs/chapters/ch09_edit_tool.txt: each section's lines, and what to look for in them
+        "编辑往返": Section("create_edit_tool(root) makes the tool edit (path, oldText, newText, all required "
+                        "strings); in the loop its one replacement reaches the disk.", (Passage("09", "编辑往返：模型改动一个真实文件", 3, 48),),
+                        "the result's text and details (lines 16-27) and the schema (lines 33-44)"),
+        "唯一匹配": Section("oldText must match exactly one place, overlapping matches counted; empty, unchanged, "
+                        "missing or ambiguous oldText is refused, the file unchanged.", (Passage("09", "oldText 必须恰好出现一次", 50, 83),),
+                        "matchesOf (lines 61-67) and the ambiguous text's line numbers (line 74)"),
+        "差异": Section("details.diff is difflib.unified_diff of the lines before and after (split at \\n), a/ to b/, "
+                      "3 lines of context.", (Passage("09", "details.diff：改了什么，一眼看得见", 85, 103),),
+                      "unified_diff's arguments (line 97) and its direction (line 99)"),
+        "编码与换行": Section("The file's BOM and line ending (its first break's) are kept; matching is on text with "
+                         "\\r\\n made \\n; NUL bytes and non-UTF-8 are refused.", (Passage("09", "保留文件的编码与换行", 105, 129),),
+                         "the three steps (lines 111-113) and their reverse before writing (line 115)"),
+        "原子写入": Section("A temporary file beside the real path, given its mode, replaces it with os.replace; a "
+                        "failure is write_failed, nothing changed or left behind.", (Passage("09", "原子写入：读者永远看不到半个文件", 131, 158),),
+                        "mkstemp(dir=...), chmod, os.replace and the unlink on failure (lines 135-144)"),
+        "越界": Section("The path goes through chapter 08's Workspace: its refusals are the edit's, nothing outside "
+                      "is touched; the arguments are checked first.", (Passage("09", "沿用第 08 章的工作区边界", 160, 178),),
+                      "relative_parts and open_file from chapter 08 (lines 164-168) and the order (line 176)"),
+    },
 }
 
 
