@@ -1,8 +1,8 @@
 """Chapter 09: an `edit` tool that replaces exactly one occurrence of a text in a workspace file.
 
 Read it beside the chapter, top to bottom: the tool and its schema (编辑往返: create_edit_tool), the
-arguments checked before any file is touched, then chapter 08's walk to the file (越界: Workspace is
-imported from chapter 08, not written again), the file's encoding and line endings (编码与换行:
+arguments checked before any file is touched, then chapter 08's walk to the file (越界: relative_parts and
+open_file are imported from chapter 08, not written again), the file's encoding and line endings (编码与换行:
 decode_text), the one match (唯一匹配: matches_of), the diff (差异: unified_diff) and the atomic
 write beside the file (原子写入: write_atomically).
 
@@ -18,9 +18,9 @@ import difflib
 import os
 import stat
 import tempfile
+from dataclasses import dataclass
 
-from checkpoints.ch08_workspace_read import (DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Refusal, Workspace, display, quote,
-                                             refused)
+from checkpoints.ch08_workspace_read import Refusal, display, open_file, quote, refused, relative_parts
 from course.runtime.messages import text
 from course.runtime.tools import Tool, ToolExecutionContext, ToolOutput
 
@@ -42,6 +42,19 @@ EDITED = "Edited {path}: replaced the one match of oldText (line {line})."
 BOM = "\ufeff"
 
 
+@dataclass(frozen=True)
+class Workspace:
+    """The root as chapter 08's read tool holds it (the path given, and the path it really is), with its walk."""
+    root: str
+    real_root: str
+
+    def relative_parts(self, path: str) -> list[str]:
+        return relative_parts(path, self.root, self.real_root)
+
+    def open_file(self, parts: list[str], shown: str) -> int:
+        return open_file(parts, shown, self.root, self.real_root)
+
+
 class EditRefusal(Refusal):
     """Why an edit was refused once its arguments or the file's text were looked at: MESSAGES[key] filled
     in, for the model; the key is the code (details.error), as chapter 08's Refusal has it."""
@@ -57,7 +70,7 @@ def create_edit_tool(root: str | os.PathLike) -> Tool:
     Raises ValueError at once when `root` is not a directory (the message says it "is not a directory")."""
     if not os.path.isdir(root):
         raise ValueError(f"Workspace root {os.fspath(root)!r} is not a directory")
-    workspace = Workspace(os.path.abspath(root), DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
+    workspace = Workspace(os.path.abspath(root), os.path.realpath(root))
 
     async def execute(arguments: dict, context: ToolExecutionContext) -> ToolOutput:
         try:
