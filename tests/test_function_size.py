@@ -16,7 +16,6 @@ ALLOWED: dict[str, str] = {
     "course/recorder/scenarios/ch07_agent_loop.py::run_plan": "next",
     "course/judge/invariants.py::_check_events": "next",
     "course/judge/hints.py::hint_steps": "next",
-    "course/judge/grade.py::grade": "next",
 }
 """Functions allowed to be longer ("path::qualified name": why). Keep it empty."""
 
