@@ -15,7 +15,6 @@ ALLOWED: dict[str, str] = {
     # Split in the next commits of this branch.
     "course/recorder/scenarios/ch07_agent_loop.py::run_plan": "next",
     "course/judge/invariants.py::_check_events": "next",
-    "course/judge/hints.py::hint_steps": "next",
 }
 """Functions allowed to be longer ("path::qualified name": why). Keep it empty."""
 
