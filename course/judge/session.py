@@ -564,6 +564,8 @@ class ChapterJudging:
     received: _Received = field(default_factory=_Received)
     current: str | None = None
     """The scenario running now, as the records say (None between scenarios)."""
+    clock: RunClock = field(init=False)
+    """The child's own time and the backstops, from the first attempt's start (`judge`)."""
 
     def __post_init__(self) -> None:
         self.by_name = {e.scenario: e for e in self.expected}
