@@ -272,8 +272,6 @@ def shard_of(folders: list[Path], shard: str | None) -> list[Path]:
 
 def grade(args: argparse.Namespace) -> int:
     """Grade every submission folder (or one shard of them) and write the table."""
-    from tqdm import tqdm  # part of the test extra, like pytest itself
-
     chapter = find_chapter(args.chapter)
     root_dir = Path(args.submissions)
     if not root_dir.is_dir():
@@ -317,12 +315,23 @@ def grade(args: argparse.Namespace) -> int:
                                 isolate=isolate, plans=plans, wanted=wanted, hardening=hardening, masking=masking)
     if masking is not None:
         say_what_is_not_masked(chapter, masking, ungradable)
+    grades = grade_in_parallel(chapter, folders, args.jobs, root=root, wall=args.timeout,
+                               timeout=args.scenario_timeout, isolate=isolate, plans=plans, wanted=wanted,
+                               results=results, shown=shown, ungradable=ungradable, hardening=hardening,
+                               masking=masking)
+    if cgroups.isolation_gap():
+        print(f"course grade: {cgroups.isolation_gap()}", file=sys.stderr)
+    return finish(chapter, grades, args, shown)
+
+
+def grade_in_parallel(chapter: Chapter, folders: list[Path], jobs: int | None, **options) -> list[Grade]:
+    """Each folder `graded` with `options`, `jobs` at a time (one per CPU by default), under a progress bar;
+    whatever a submission left running is ended before this returns."""
+    from tqdm import tqdm  # part of the test extra, like pytest itself
+
     grades: list[Grade] = []
-    with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
-        pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,
-                               isolate=isolate, plans=plans, wanted=wanted, results=results, shown=shown,
-                               ungradable=ungradable, hardening=hardening, masking=masking)
-                   for folder in folders]
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        pending = [pool.submit(graded, chapter, folder, **options) for folder in folders]
         try:
             for done in tqdm(as_completed(pending), total=len(pending), desc=f"grading chapter {chapter.number}",
                              unit="submission"):
@@ -333,9 +342,7 @@ def grade(args: argparse.Namespace) -> int:
         finally:
             processes.end_strays()
             processes.end_orphans()  # (what a stray left behind: this process is their subreaper)
-    if cgroups.isolation_gap():
-        print(f"course grade: {cgroups.isolation_gap()}", file=sys.stderr)
-    return finish(chapter, grades, args, shown)
+    return grades
 
 
 def graded_plans(chapter: Chapter, root: Path, grading_secret: bytes | None,

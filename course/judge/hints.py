@@ -460,57 +460,75 @@ def hint_steps(
     what the section promises, where the chapter says so (first the sentences the scenario enforces,
     `enforces`), and what exactly broke."""
     about = BEYOND_THE_CHAPTER if section == HARDENING else SECTIONS.get(chapter, {}).get(section or "")
-    # Step 1: the promise.
+    return [_promise_step(chapter, section, about, purpose), _where_step(chapter, section, about, enforces),
+            _what_broke_step(broken_promises, divergence, problem, where)]
+
+
+def _promise_step(chapter: str, section: str | None, about: Section | None, purpose: str | None) -> str:
+    """Step 1: what the section promises."""
     if section == HARDENING:
-        step1 = about.promise
+        step = about.promise
     elif about is not None:
-        step1 = f"Section {section} promises: {about.promise}"
+        step = f"Section {section} promises: {about.promise}"
     else:
-        step1 = f"This scenario belongs to section {section or '(none)'} of chapter {chapter}."
-    if purpose:
-        step1 += f"\nThis scenario: {purpose}"
-    # Step 2: where.
+        step = f"This scenario belongs to section {section or '(none)'} of chapter {chapter}."
+    return step + (f"\nThis scenario: {purpose}" if purpose else "")
+
+
+def _where_step(chapter: str, section: str | None, about: Section | None, enforces: list[str]) -> str:
+    """Step 2: where the chapter says so."""
     quoted = "".join(f"\n  {line}" for line in enforces)
     if section == HARDENING:
-        step2 = f"Beyond the chapter: the project's promise, not the chapter text's:{quoted}\nRead {about.elsewhere}."
+        step = f"Beyond the chapter: the project's promise, not the chapter text's:{quoted}\nRead {about.elsewhere}."
     elif about is not None and about.passages:
-        step2 = (f"This scenario enforces:{quoted}\n" if enforces else "") + "Read " + cite(about.passages) + "."
+        step = (f"This scenario enforces:{quoted}\n" if enforces else "") + "Read " + cite(about.passages) + "."
     elif about is not None and about.elsewhere:
-        step2 = f"The chapter {chapter} text is not in this repository; read {about.elsewhere}."
+        step = f"The chapter {chapter} text is not in this repository; read {about.elsewhere}."
     else:
-        step2 = f"Read the section of chapter {chapter} that the scenario's section names ({section or '?'})."
+        step = f"Read the section of chapter {chapter} that the scenario's section names ({section or '?'})."
     if about is not None and about.look_for:
-        step2 += f"\nLook for: {about.look_for}."
-    # Step 3: what broke.
-    step3_lines: list[str] = []
-    if broken_promises:
-        step3_lines.append(f"Your run broke {len(broken_promises)} promise{'s' if len(broken_promises) != 1 else ''} "
-                           f"(numbered as the snapshot's observations number them):")
-        explained: set[str] = set()
-        for n, line in enumerate(broken_promises, 1):
-            step3_lines.append(f"  broken {n}: {line}")
-            kind = classify(line)
-            if kind is None:
-                step3_lines.append("    (no hint is written for this kind of report: the line above is what broke)")
-            elif kind.name not in explained:
-                explained.add(kind.name)
-                step3_lines.append(f"    {kind.asks}")
-                if kind.passages:
-                    step3_lines.append("    see " + cite(kind.passages))
+        step += f"\nLook for: {about.look_for}."
+    return step
+
+
+def _what_broke_step(broken_promises: list[str], divergence: dict | None, problem: str | None,
+                     where: str | None) -> str:
+    """Step 3: what exactly broke (the broken promises, the first divergence, what the code raised)."""
+    lines = _broken_promise_lines(broken_promises)
     # The observations' `invariants` line only counts the broken promises listed above: no news.
     counts_them = divergence and broken_promises and str(divergence.get("got") or "").startswith("invariants")
     if divergence and not counts_them:
         if broken_promises:
-            step3_lines.append("")
-        step3_lines += _divergence_lines(divergence)
+            lines.append("")
+        lines += _divergence_lines(divergence)
     if problem:
-        step3_lines.append(f"Your code raised: {problem}" + (f" (at {where})" if where else ""))
+        lines.append(f"Your code raised: {problem}" + (f" (at {where})" if where else ""))
         if "NotImplementedError" in problem:
-            step3_lines.append("That is the starter's body: this function is not written yet.")
-    if not step3_lines:
-        step3_lines.append("No broken promise or divergence was recorded for this scenario; rerun it with pytest "
-                           "to see its full output.")
-    return [step1, step2, "\n".join(step3_lines)]
+            lines.append("That is the starter's body: this function is not written yet.")
+    if not lines:
+        lines.append("No broken promise or divergence was recorded for this scenario; rerun it with pytest "
+                     "to see its full output.")
+    return "\n".join(lines)
+
+
+def _broken_promise_lines(broken_promises: list[str]) -> list[str]:
+    """Each broken promise, numbered, with what its kind asks the student (once per kind) and where to read."""
+    if not broken_promises:
+        return []
+    lines = [f"Your run broke {len(broken_promises)} promise{'s' if len(broken_promises) != 1 else ''} "
+             f"(numbered as the snapshot's observations number them):"]
+    explained: set[str] = set()
+    for n, line in enumerate(broken_promises, 1):
+        lines.append(f"  broken {n}: {line}")
+        kind = classify(line)
+        if kind is None:
+            lines.append("    (no hint is written for this kind of report: the line above is what broke)")
+        elif kind.name not in explained:
+            explained.add(kind.name)
+            lines.append(f"    {kind.asks}")
+            if kind.passages:
+                lines.append("    see " + cite(kind.passages))
+    return lines
 
 
 def hint_command(chapter: str, scenario: str) -> str:

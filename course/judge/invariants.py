@@ -31,6 +31,7 @@ import itertools
 import json
 import reprlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.messages import strict_json
@@ -290,7 +291,13 @@ class _Waiting:
 
 def _check_events(events: list[dict], messages: list[dict], first: int, reason: str, steps: int) -> list[str]:
     problems: list[str] = [shape for n, event in enumerate(events, 1) if (shape := _event_shape(n, event))]
+    problems += _check_turn_end(events, reason, steps)
+    return problems + _EventOrder(events, messages, first).check()
 
+
+def _check_turn_end(events: list[dict], reason: str, steps: int) -> list[str]:
+    """One turn_end, the last event, saying what the result says."""
+    problems: list[str] = []
     ends = [i for i, e in enumerate(events) if e.get("type") == "turn_end"]
     if len(ends) != 1:
         problems.append(f"turn_end was emitted {len(ends)} times, expected once")
@@ -302,100 +309,150 @@ def _check_events(events: list[dict], messages: list[dict], first: int, reason: 
                 f"event {i + 1} turn_end says ({_shown(events[i].get('reason'))}, {_shown(events[i].get('steps'))}), "
                 f"the result says ({reason}, {steps})"
             )
+    return problems
 
-    assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
-    seen_assistants = 0
-    batch: dict[str, Any] | None = None  # the tool calls of the latest assistant_message event
-    running: dict[str, tuple[int, int]] = {}  # call id -> (its tool_start event, its position in the batch)
 
-    def close_batch() -> None:
+@dataclass
+class _Batch:
+    """The tool calls of the latest assistant_message event."""
+
+    at: int
+    """The assistant message's index in the transcript."""
+    calls: list
+    results: list[int]
+    """The indexes of the message's tool results in the transcript."""
+    executed: bool
+    """Whether its calls run (stopReason toolUse) or are skipped."""
+    waiting: _Waiting
+    """The calls without their tool_start / tool_skipped yet."""
+
+
+class _EventOrder:
+    """The events in order against the transcript: each assistant message announced once, after the model event
+    that carries it; its calls started (or skipped) in call order, each ended once, before the next request.
+    (Each report is a `problems.append(...)`, as everywhere in this module: tests/test_hints.py reads them.)"""
+
+    def __init__(self, events: list[dict], messages: list[dict], first: int) -> None:
+        self.events, self.messages = events, messages
+        self.assistants = [i for i in range(first, len(messages)) if messages[i].get("role") == "assistant"]
+        self.seen_assistants = 0
+        self.batch: _Batch | None = None
+        self.running: dict[str, tuple[int, int]] = {}  # call id -> (its tool_start event, its position in the batch)
+        self.problems: list[str] = []
+
+    def check(self) -> list[str]:
+        problems = self.problems
+        for i, event in enumerate(self.events):
+            kind = event.get("type")
+            if kind == "model_event":
+                self._model_event(i)
+            elif kind == "assistant_message":
+                self._assistant_message(i, event)
+            elif kind in ("tool_start", "tool_skipped"):
+                self._tool_start_or_skipped(i + 1, kind, event)
+            elif kind == "tool_progress":
+                if _field(event, "callId") not in self.running:
+                    problems.append(f"event {i + 1} tool_progress names {_short_repr(event.get('callId'))}, "
+                                    "which is not running")
+            elif kind == "tool_end":
+                self._tool_end(i + 1, event)
+            elif kind != "turn_end":
+                problems.append(f"event {i + 1} has an unknown type {_short_repr(kind)}")
+        self._close_batch()
+        if self.seen_assistants < len(self.assistants):
+            problems.append(f"{len(self.assistants)} assistant messages were appended, but only "
+                            f"{self.seen_assistants} assistant_message events were emitted")
+        return self.problems
+
+    def _model_event(self, i: int) -> None:
+        problems = self.problems
+        running = self.running
+        if running and self.events[i - 1].get("type") != "model_event":
+            names = ", ".join(itertools.islice(running, 3)) + (f" and {len(running) - 3} more" if len(running) > 3 else "")
+            problems.append(f"event {i + 1} starts the next model request while {names} is still running")
+
+    def _assistant_message(self, i: int, event: dict) -> None:
+        problems = self.problems
+        n, events, messages = i + 1, self.events, self.messages
+        self._close_batch()
+        self.seen_assistants += 1
+        if self.seen_assistants > len(self.assistants):
+            problems.append(f"event {n} assistant_message has no assistant message in the transcript")
+            self.batch = None
+            return
+        at = self.assistants[self.seen_assistants - 1]
+        if _key(event.get("message")) != _key(messages[at]):
+            problems.append(f"event {n} assistant_message does not carry message {at + 1}, the assistant "
+                            "message appended")
+        before = events[i - 1].get("event") if i > 0 and events[i - 1].get("type") == "model_event" else None
+        carried = before.get("message", before.get("error")) if isinstance(before, dict) else None
+        if not isinstance(before, dict) or before.get("type") not in ("done", "error") \
+                or _key(carried) != _key(event.get("message")):
+            problems.append(f"event {n} assistant_message does not follow the done/error model event that "
+                            "carries it")
+        self.batch = _Batch(at, _calls(messages[at]), _results_of(messages, at),
+                            messages[at].get("stopReason") == "toolUse", _Waiting(_calls(messages[at])))
+
+    def _tool_start_or_skipped(self, n: int, kind: str, event: dict) -> None:
+        problems = self.problems
+        batch, result = self.batch, event.get("result")
+        call_id = _field(event.get("call"), "id") if kind == "tool_start" else _field(result, "toolCallId")
+        wanted = kind == "tool_start"
+        if batch is None or batch.executed != wanted:
+            stop_reason = None if batch is None else self.messages[batch.at].get("stopReason")
+            problems.append(f"event {n} {kind} for {call_id}, but the latest assistant message "
+                            f"(stopReason {_shown(stop_reason)}) does not {'run' if wanted else 'skip'} its calls")
+            return
+        next_one = batch.waiting.first()
+        in_order = next_one is not None and batch.calls[next_one].get("id") == call_id
+        position = next_one if in_order else batch.waiting.find(call_id)
+        if position is None:
+            problems.append(f"event {n} {kind} for {call_id}, which is no call of message {batch.at + 1} "
+                            f"still waiting for one")
+            return
+        if not in_order:
+            problems.append(f"event {n} {kind} for {call_id}, expected "
+                            f"{_shown(batch.calls[next_one].get('id'))} next, in call order")
+        batch.waiting.remove(position)
+        if not wanted:
+            self._compare_result(n, kind, position, result)
+            return
+        self.running[call_id] = (n, position)
+        if _key(event.get("call")) != _key(batch.calls[position]):
+            problems.append(f"event {n} tool_start does not carry call {call_id} as the assistant message holds it")
+
+    def _tool_end(self, n: int, event: dict) -> None:
+        problems = self.problems
+        result = event.get("result")
+        call_id = _field(result, "toolCallId")
+        if call_id not in self.running:
+            problems.append(f"event {n} tool_end for {call_id}, which is not running")
+            return
+        _, position = self.running.pop(call_id)
+        self._compare_result(n, "tool_end", position, result)
+
+    def _close_batch(self) -> None:
+        """The batch is over: every call must have had its event, every tool its end."""
+        problems = self.problems
+        batch = self.batch
         if batch is None:
             return
-        where = f"message {batch['at'] + 1}"
-        missing = "never got a tool_start" if batch["executed"] else "has no tool_skipped event"
-        for position in batch["waiting"].left():
-            problems.append(f"tool call {_name(batch['calls'][position])} of {where} {missing}")
-        for call_id, (started_at, _) in running.items():
+        where = f"message {batch.at + 1}"
+        missing = "never got a tool_start" if batch.executed else "has no tool_skipped event"
+        for position in batch.waiting.left():
+            problems.append(f"tool call {_name(batch.calls[position])} of {where} {missing}")
+        for call_id, (started_at, _) in self.running.items():
             problems.append(f"tool {call_id} started (event {started_at}) but never ended")
-        running.clear()
+        self.running.clear()
 
-    def compare_result(n: int, kind: str, position: int, carried: Any) -> None:
-        results = batch["results"]
+    def _compare_result(self, n: int, kind: str, position: int, carried: Any) -> None:
+        problems = self.problems
+        results = self.batch.results
         if position >= len(results):
-            problems.append(f"event {n} {kind} carries a result for {_name(carried)} that is not in the transcript")
-        elif _key(carried) != _key(messages[results[position]]):
+            problems.append(f"event {n} {kind} carries a result for {_name(carried)} that is not in the "
+                            "transcript")
+        elif _key(carried) != _key(self.messages[results[position]]):
             problems.append(f"event {n} {kind} carries a different result from message {results[position] + 1}")
-
-    for i, event in enumerate(events):
-        n = i + 1
-        kind = event.get("type")
-        if kind == "model_event":
-            if running and events[i - 1].get("type") != "model_event":
-                names = ", ".join(itertools.islice(running, 3)) + (f" and {len(running) - 3} more" if len(running) > 3 else "")
-                problems.append(f"event {n} starts the next model request while {names} is still running")
-        elif kind == "assistant_message":
-            close_batch()
-            seen_assistants += 1
-            if seen_assistants > len(assistants):
-                problems.append(f"event {n} assistant_message has no assistant message in the transcript")
-                batch = None
-                continue
-            at = assistants[seen_assistants - 1]
-            if _key(event.get("message")) != _key(messages[at]):
-                problems.append(f"event {n} assistant_message does not carry message {at + 1}, the assistant message appended")
-            before = events[i - 1].get("event") if i > 0 and events[i - 1].get("type") == "model_event" else None
-            carried = before.get("message", before.get("error")) if isinstance(before, dict) else None
-            if not isinstance(before, dict) or before.get("type") not in ("done", "error") \
-                    or _key(carried) != _key(event.get("message")):
-                problems.append(f"event {n} assistant_message does not follow the done/error model event that carries it")
-            batch = {"at": at, "calls": _calls(messages[at]), "results": _results_of(messages, at),
-                     "executed": messages[at].get("stopReason") == "toolUse",
-                     "waiting": _Waiting(_calls(messages[at]))}
-        elif kind in ("tool_start", "tool_skipped"):
-            result = event.get("result")
-            call_id = _field(event.get("call"), "id") if kind == "tool_start" else _field(result, "toolCallId")
-            wanted = kind == "tool_start"
-            if batch is None or batch["executed"] != wanted:
-                stop_reason = None if batch is None else messages[batch["at"]].get("stopReason")
-                problems.append(f"event {n} {kind} for {call_id}, but the latest assistant message "
-                                f"(stopReason {_shown(stop_reason)}) does not {'run' if wanted else 'skip'} its calls")
-                continue
-            waiting = batch["waiting"]  # the calls without their tool_start / tool_skipped yet
-            next_one = waiting.first()
-            in_order = next_one is not None and batch["calls"][next_one].get("id") == call_id
-            position = next_one if in_order else waiting.find(call_id)
-            if position is None:
-                problems.append(f"event {n} {kind} for {call_id}, which is no call of message {batch['at'] + 1} "
-                                f"still waiting for one")
-                continue
-            if not in_order:
-                problems.append(f"event {n} {kind} for {call_id}, expected {_shown(batch['calls'][next_one].get('id'))} "
-                                f"next, in call order")
-            waiting.remove(position)
-            if wanted:
-                running[call_id] = (n, position)
-                if _key(event.get("call")) != _key(batch["calls"][position]):
-                    problems.append(f"event {n} tool_start does not carry call {call_id} as the assistant message holds it")
-            else:
-                compare_result(n, kind, position, result)
-        elif kind == "tool_progress":
-            if _field(event, "callId") not in running:
-                problems.append(f"event {n} tool_progress names {_short_repr(event.get('callId'))}, which is not running")
-        elif kind == "tool_end":
-            result = event.get("result")
-            call_id = _field(result, "toolCallId")
-            if call_id not in running:
-                problems.append(f"event {n} tool_end for {call_id}, which is not running")
-                continue
-            _, position = running.pop(call_id)
-            compare_result(n, kind, position, result)
-        elif kind != "turn_end":
-            problems.append(f"event {n} has an unknown type {_short_repr(kind)}")
-    close_batch()
-    if seen_assistants < len(assistants):
-        problems.append(f"{len(assistants)} assistant messages were appended, but only {seen_assistants} "
-                        f"assistant_message events were emitted")
-    return problems
 
 
 def _check_requests(requests: list[dict], messages: list[dict], first: int, steps: int,

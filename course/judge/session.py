@@ -478,30 +478,6 @@ def _entering(group: cgroups.Group | None, preexec: Callable[[], None] | None) -
     return enter
 
 
-def _follow_child(process: subprocess.Popen, reader: _Records, take, current: str | None, clock: RunClock,
-                  run: ChapterRun) -> tuple[bool, str | None]:
-    """Read the child's records as they come until it ends or a limit stops it: (whether it was stopped,
-    the scenario running at the end)."""
-    while True:
-        finished = process.poll() is not None
-        lines = reader.new_lines()
-        if lines:
-            clock.heard()
-        for line in lines:
-            current = take(line, current)
-            # Judging is bounded per line and per scenario, not per run: the run's limit holds between lines.
-            if clock.wall is not None and clock.over() is True:
-                run.stopped = True
-                return True, current
-        if finished:
-            return False, current
-        over = clock.over()
-        if over is not None:
-            run.stopped = run.stopped or over
-            return True, current
-        time.sleep(0.02)
-
-
 def reference_oracle(chapter: Chapter, root: Path, seed: int | None = None,
                      hardening: bool = False) -> tuple[dict[str, list[dict]], dict[str, list[str]]]:
     """The chapter's generated plans per section and the reference's renderings of them: what
@@ -548,167 +524,19 @@ def judge_chapter(
     (the generated plans per section and the reference's renderings of them), when given, are used
     as they are: a grade draws and runs them once for every submission. `masking` (a grade with a secret)
     runs the fixed scenarios masked and judges them against its renderings."""
-    started_at = time.monotonic()
     expected = expected_scenarios(chapter, root)
     left_out = [] if hardening else [e.scenario for e in expected if e.track == HARDENING]
     expected = [e for e in expected if e.scenario not in left_out]
-    by_name = {e.scenario: e for e in expected}
     if hardening:
         extra = ["--hardening", *extra]  # (a student's run skips the hardening track unless asked)
     if plans is None:
         plans = {e.generated: differential.draw_plans(chapter.module, e.generated, seed=seed)
                  for e in expected if e.generated}
-    verdicts: dict[str, Verdict] = {}
-    run = progress if progress is not None else ChapterRun(chapter, [])
-    received = _Received()
-    wanted = dict(wanted or {})
-
-    def reference_runs(section: str) -> list[str]:
-        if section not in wanted:
-            wanted[section] = differential.expected_renders(chapter.module, section, plans[section])
-        return wanted[section]
-
-    def decide(name: str) -> None:
-        exp = by_name[name]
-        end = received.ends.get(name)
-        if exp.generated:
-            verdict = judge_plans(chapter.module, exp, plans[exp.generated], reference_runs(exp.generated),
-                                  {plan: _record(raw) for plan, raw in received.plan_records.get(name, {}).items()},
-                                  received.plan_starts.get(name, set()), end)
-        else:
-            verdict = judge_snapshots(exp, [_record(raw) for raw in received.snapshots.get(name, [])], end,
-                                      masking.wanted.get(name) if masking is not None else None)
-        verdict.file = chapter.test_file
-        end = end or {}
-        stopped = _stopped_by(str(end.get("problem") or ""), timeout)
-        if stopped and not verdict.passed:
-            verdict.status = "timeout"  # the scenario ran past its limit, and its own clock or the backstop stopped it
-            verdict.problem = stopped + (f" (stopped at {shown_where(end['where'])})" if end.get("where") else "")
-        verdict.output, verdict.output_lines = end.get("output") or [], end.get("outputLines") or 0
-        verdicts[name] = verdict
-        received.forget(name)
-        if on_verdict is not None:
-            on_verdict(verdict)
-
-    def refuse(name: str, problem: str, too_large: bool = False) -> None:
-        """The scenario is an error: its records cannot be judged (`problem` says why)."""
-        exp = by_name[name]
-        verdicts[name] = Verdict(name, chapter.test_file, "error", exp.section, exp.purpose, problem=problem,
-                                 cites=exp.cites)
-        received.forget(name)
-        if too_large and len(run.refused) < FLAGS:
-            run.refused.append(f"{name}: {problem}")
-        if on_verdict is not None:
-            on_verdict(verdicts[name])
-
-    def take(item: bytes | Oversized, current: str | None) -> str | None:
-        if isinstance(item, Oversized):  # a line of the scenario running (the recorder writes none outside one)
-            if current in by_name and current not in verdicts:
-                refuse(current, item.problem, too_large=True)
-                return None
-            if current is None:
-                run.flag(f"wrote a record line the recorder never writes: {item.problem}")
-            return current
-        raw, line = item, parsed(item)
-        if line is None:
-            return current
-        try:
-            return received.take(line, raw, run, by_name, plans, verdicts, decide, refuse, current)
-        except Exception as error:  # a bug of the judge's: the line's scenario (or the run) is not judged
-            problem = f"the judge failed on its records: {said(error)}"
-            if problem not in run.judge_errors:
-                run.judge_errors.append(problem)
-            name = line.get("scenario")
-            if isinstance(name, str) and name in by_name and name not in verdicts:
-                refuse(name, problem)
-            return current
-
-    with processes.scratch_directory("course-judge-") as scratch:
-        plans_file = scratch / "plans.json"
-        # ASCII: a plan may hold text that is not UTF-8 (chapter 08's invalid bytes), escaped in JSON.
-        plans_file.write_text(json.dumps({"module": chapter.module, "sections": plans,
-                                          **({"mask": masking.plans_entry()} if masking is not None else {})}),
-                              encoding="ascii")
-        skip: list[str] = list(left_out)
-        current: str | None = None
-        clock = RunClock(timeout, wall)
-        for attempt in range(RESTARTS + 1):
-            # A name the child cannot know before this attempt starts: nothing it planted can be there.
-            record = scratch / f"record-{attempt}-{secrets.token_hex(8)}.jsonl"
-            command = recorder_command(chapter, implementation, chain=chain, record=record, plans=plans_file,
-                                       forbid=forbid, deselect=skip, timeout=timeout, extra=extra)
-            child = prepare(command, scratch) if prepare else Child(command, root, child_environment())
-            try:
-                reader = _Records(child.record or record)
-            except OSError as error:
-                run.flag(f"left something where its next record file was to be made ({error.strerror})")
-                break
-            output = os.open(scratch / f"output-{attempt}.txt",
-                             os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            group = cgroups.create("run")
-            try:
-                with processes.starting():
-                    # A session of its own (so a group of its own, ended by its pid), and no terminal it could write to.
-                    process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
-                                               stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-                                               preexec_fn=_entering(group, child.preexec), pass_fds=child.pass_fds)
-                    processes.adopt(process.pid)
-                try:
-                    for section in plans:  # the reference's runs, while the child works
-                        reference_runs(section)
-                    clock.follow(group, process.pid)
-                    hung, current = _follow_child(process, reader, take, current, clock, run)
-                finally:
-                    processes.end_tree(process)
-                    if group is not None:
-                        group.remove()
-                if reader.tampered:
-                    run.flag(reader.tampered)
-                size = os.fstat(output).st_size  # read where the judge wrote it: the path may lead elsewhere now
-                run.output_tail = os.pread(output, 4000, max(0, size - 4000)).decode("utf-8", "replace")
-            finally:
-                os.close(output)
-                reader.close()
-            if not hung:
-                break
-            if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
-                run.import_errors.append({"module": run.importing, "file": _module_file(implementation, run.importing),
-                                          "line": None, "problem": "importing it did not finish: " + (
-                                              clock.run_stop if run.stopped
-                                              else f"no progress for {timeout + GRACE:g} s{clock.scenario_stop}")})
-                run.importing = None
-                break
-            if current is not None and current in by_name and current not in verdicts:
-                verdicts[current] = _timed_out(by_name[current], received.plan_starts.get(current, set()),
-                                               plans.get(by_name[current].generated or "", []), chapter, clock,
-                                               whole_run=run.stopped)
-                if on_verdict is not None:
-                    on_verdict(verdicts[current])
-            if run.stopped:
-                break
-            run.restarts += 1
-            skip = left_out + [name for name in by_name if name in verdicts]
-            current = None
-            if len(skip) == len(left_out) + len(by_name):
-                break
-    if run.importing and not run.import_errors:
-        run.import_errors.append({"module": run.importing, "file": _module_file(implementation, run.importing),
-                                  "line": None, "problem": "the test process ended while importing it (exit, os._exit or a crash "
-                                             "at import time)"})
-    for exp in expected:
-        if exp.scenario not in verdicts:
-            if run.import_errors:
-                status, problem = "not run", "not run: the module does not import"
-            elif run.stopped:
-                status, problem = "not run", f"not run: {clock.run_stop}"
-            else:
-                status, problem = "error", "no record: the test process ended before this scenario ran to its end"
-            verdicts[exp.scenario] = Verdict(exp.scenario, chapter.test_file, status, exp.section, exp.purpose,
-                                             problem=problem, cites=exp.cites)
-    # In the order the test module runs them (the order their records began), then any never started.
-    order = {name: n for n, name in enumerate(received.order)}
-    run.verdicts = sorted((verdicts[e.scenario] for e in expected), key=lambda v: order.get(v.scenario, len(order)))
-    return run
+    judging = ChapterJudging(chapter, implementation, root=root, chain=chain, timeout=timeout, wall=wall,
+                             prepare=prepare, forbid=forbid, extra=list(extra), on_verdict=on_verdict,
+                             expected=expected, left_out=left_out, plans=plans, wanted=dict(wanted or {}),
+                             run=progress if progress is not None else ChapterRun(chapter, []), masking=masking)
+    return judging.judge()
 
 
 @dataclass
@@ -731,10 +559,213 @@ class _Received:
         self.snapshots.pop(name, None)
         self.plan_records.pop(name, None)
 
-    def take(self, line: dict, raw: bytes, run: ChapterRun, by_name: dict, plans: dict, verdicts: dict, decide,
-             refuse, current: str | None) -> str | None:
-        """File one record line (`raw`, parsed: `line`); decide a scenario when its end arrives. Returns
-        the scenario running now.
+
+@dataclass
+class ChapterJudging:
+    """One judging of one chapter (`judge_chapter`): what it expects, what the child's records said so far,
+    and the verdicts decided. The child is started again (RESTARTS at the most) without the scenarios
+    decided, each time a scenario hangs."""
+
+    chapter: Chapter
+    implementation: str | None
+    root: Path
+    chain: bool
+    timeout: float
+    wall: float | None
+    prepare: Callable[[list[str], Path], Child] | None
+    forbid: list[str]
+    extra: list[str]
+    on_verdict: Callable[[Verdict], None] | None
+    expected: list[Expected]
+    left_out: list[str]
+    """The scenarios not judged (the hardening track's, unless asked for): the child skips them."""
+    plans: dict[str, list[dict]]
+    wanted: dict[str, list[str]]
+    """The reference's renderings of each section's plans, run when first needed."""
+    run: ChapterRun
+    masking: Masking | None = None
+    """A grade with a secret: the fixed scenarios run masked, judged against the reference's masked runs."""
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    received: _Received = field(default_factory=_Received)
+    current: str | None = None
+    """The scenario running now, as the records say (None between scenarios)."""
+    clock: RunClock = field(init=False)
+    """The child's own time and the backstops, from the first attempt's start (`judge`)."""
+
+    def __post_init__(self) -> None:
+        self.by_name = {e.scenario: e for e in self.expected}
+
+    def judge(self) -> ChapterRun:
+        """Start the child, judge its records as they come, start it again after a scenario that hung."""
+        with processes.scratch_directory("course-judge-") as scratch:
+            plans_file = scratch / "plans.json"
+            # ASCII: a plan may hold text that is not UTF-8 (chapter 08's invalid bytes), escaped in JSON.
+            mask = {"mask": self.masking.plans_entry()} if self.masking is not None else {}
+            plans_file.write_text(json.dumps({"module": self.chapter.module, "sections": self.plans, **mask}),
+                                  encoding="ascii")
+            self.clock = RunClock(self.timeout, self.wall)
+            skip: list[str] = list(self.left_out)
+            for attempt in range(RESTARTS + 1):
+                if not self._attempt(scratch, attempt, plans_file, skip) or not self._start_again():
+                    break
+                skip = self.left_out + [name for name in self.by_name if name in self.verdicts]
+                if len(skip) == len(self.left_out) + len(self.by_name):
+                    break
+        self._import_that_ended_the_process()
+        self._verdicts_of_the_undecided()
+        # In the order the test module runs them (the order their records began), then any never started.
+        order = {name: n for n, name in enumerate(self.received.order)}
+        self.run.verdicts = sorted((self.verdicts[e.scenario] for e in self.expected),
+                                   key=lambda v: order.get(v.scenario, len(order)))
+        return self.run
+
+    def reference_runs(self, section: str) -> list[str]:
+        if section not in self.wanted:
+            self.wanted[section] = differential.expected_renders(self.chapter.module, section, self.plans[section])
+        return self.wanted[section]
+
+    # The child's runs.
+
+    def _attempt(self, scratch: Path, attempt: int, plans_file: Path, skip: list[str]) -> bool:
+        """Run the child once, skipping `skip`: whether a limit stopped it (it hung) before it ended."""
+        # A name the child cannot know before this attempt starts: nothing it planted can be there.
+        record = scratch / f"record-{attempt}-{secrets.token_hex(8)}.jsonl"
+        command = recorder_command(self.chapter, self.implementation, chain=self.chain, record=record,
+                                   plans=plans_file, forbid=self.forbid, deselect=skip, timeout=self.timeout,
+                                   extra=self.extra)
+        child = self.prepare(command, scratch) if self.prepare else Child(command, self.root, child_environment())
+        try:
+            reader = _Records(child.record or record)
+        except OSError as error:
+            self.run.flag(f"left something where its next record file was to be made ({error.strerror})")
+            return False
+        output = os.open(scratch / f"output-{attempt}.txt",
+                         os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            hung = self._run_child(child, reader, output)
+            if reader.tampered:
+                self.run.flag(reader.tampered)
+            size = os.fstat(output).st_size  # read where the judge wrote it: the path may lead elsewhere now
+            self.run.output_tail = os.pread(output, 4000, max(0, size - 4000)).decode("utf-8", "replace")
+        finally:
+            os.close(output)
+            reader.close()
+        return hung
+
+    def _run_child(self, child: Child, reader: _Records, output: int) -> bool:
+        """Start the child, follow its records until it ends or a limit stops it, and end all it started."""
+        group = cgroups.create("run")
+        with processes.starting():
+            # A session of its own (so a group of its own, ended by its pid), and no terminal it could write to.
+            process = subprocess.Popen(child.command, cwd=child.cwd, env=child.env, stdin=subprocess.DEVNULL,
+                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                                       preexec_fn=_entering(group, child.preexec), pass_fds=child.pass_fds)
+            processes.adopt(process.pid)
+        try:
+            for section in self.plans:  # the reference's runs, while the child works
+                self.reference_runs(section)
+            self.clock.follow(group, process.pid)
+            return self._follow(process, reader)
+        finally:
+            processes.end_tree(process)
+            if group is not None:
+                group.remove()
+
+    def _follow(self, process: subprocess.Popen, reader: _Records) -> bool:
+        """Read the child's records as they come until it ends or a limit stops it: whether it was stopped."""
+        clock, run = self.clock, self.run
+        while True:
+            finished = process.poll() is not None
+            lines = reader.new_lines()
+            if lines:
+                clock.heard()
+            for line in lines:
+                self.take(line)
+                # Judging is bounded per line and per scenario, not per run: the run's limit holds between lines.
+                if clock.wall is not None and clock.over() is True:
+                    run.stopped = True
+                    return True
+            if finished:
+                return False
+            over = clock.over()
+            if over is not None:
+                run.stopped = run.stopped or over
+                return True
+            time.sleep(0.02)
+
+    def _start_again(self) -> bool:
+        """After a run a limit stopped: decide what it stopped, and whether the child starts again."""
+        run, current = self.run, self.current
+        if run.importing:  # the module itself never finishes importing: no scenario can run, now or later
+            run.import_errors.append(self._import_error("importing it did not finish: " + (
+                self.clock.run_stop if run.stopped
+                else f"no progress for {self.timeout + GRACE:g} s{self.clock.scenario_stop}")))
+            run.importing = None
+            return False
+        if current is not None and current in self.by_name and current not in self.verdicts:
+            expected = self.by_name[current]
+            self._decided(current, _timed_out(expected, self.received.plan_starts.get(current, set()),
+                                              self.plans.get(expected.generated or "", []), self.chapter,
+                                              self.clock, whole_run=run.stopped))
+        if run.stopped:
+            return False
+        run.restarts += 1
+        self.current = None
+        return True
+
+    def _import_error(self, problem: str) -> dict:
+        return {"module": self.run.importing, "file": _module_file(self.implementation, self.run.importing),
+                "line": None, "problem": problem}
+
+    def _import_that_ended_the_process(self) -> None:
+        if self.run.importing and not self.run.import_errors:
+            self.run.import_errors.append(self._import_error(
+                "the test process ended while importing it (exit, os._exit or a crash at import time)"))
+
+    def _verdicts_of_the_undecided(self) -> None:
+        """Every scenario without a verdict by now: not run, or an error."""
+        for exp in self.expected:
+            if exp.scenario in self.verdicts:
+                continue
+            if self.run.import_errors:
+                status, problem = "not run", "not run: the module does not import"
+            elif self.run.stopped:
+                status, problem = "not run", f"not run: {self.clock.run_stop}"
+            else:
+                status, problem = "error", "no record: the test process ended before this scenario ran to its end"
+            self.verdicts[exp.scenario] = Verdict(exp.scenario, self.chapter.test_file, status, exp.section,
+                                                  exp.purpose, problem=problem, cites=exp.cites)
+
+    # The records, line by line.
+
+    def take(self, item: bytes | Oversized) -> None:
+        """File one record line the reader returned (or one too long to read)."""
+        if isinstance(item, Oversized):
+            self._oversized(item)
+            return
+        line = parsed(item)
+        if line is None:
+            return
+        try:
+            self._file(line, item)
+        except Exception as error:  # a bug of the judge's: the line's scenario (or the run) is not judged
+            problem = f"the judge failed on its records: {said(error)}"
+            if problem not in self.run.judge_errors:
+                self.run.judge_errors.append(problem)
+            name = line.get("scenario")
+            if isinstance(name, str) and name in self.by_name and name not in self.verdicts:
+                self._refuse(name, problem)
+
+    def _oversized(self, item: Oversized) -> None:
+        """A line too long to read: the scenario running's (the recorder writes none outside one)."""
+        if self.current in self.by_name and self.current not in self.verdicts:
+            self._refuse(self.current, item.problem, too_large=True)
+            self.current = None
+        elif self.current is None:
+            self.run.flag(f"wrote a record line the recorder never writes: {item.problem}")
+
+    def _file(self, line: dict, raw: bytes) -> None:
+        """File one record line (`raw`, parsed: `line`); decide a scenario when its end arrives.
 
         A line of a shape the recorder never writes is not evidence: in a scenario's lines it makes the
         scenario an error, saying so; outside any scenario it flags the run (the recorder did not
@@ -743,41 +774,60 @@ class _Received:
         problem = malformed(line)
         name = line.get("scenario")
         if "scenario" in line and isinstance(name, str):
-            if name not in by_name or name in verdicts:
-                return current  # not one of the judged scenarios, or already decided
-            expected = by_name[name]
-            self.sizes[name] = self.sizes.get(name, 0) + len(raw) + 1
-            if self.sizes[name] > SCENARIO_LIMIT:
-                refuse(name, f"its record lines take more than {mib(SCENARIO_LIMIT)}: more than any scenario writes",
-                       too_large=True)
-                return None if current == name else current
-            if problem is None and "plan" in line and not expected.generated:
-                problem = "a plan line in a scenario without plans"
-            elif problem is None and "snapshot" in line and expected.generated:
-                problem = "a snapshot line in a scenario of generated plans"
-            elif problem is None and "plan" in line and line["plan"] >= len(plans[expected.generated]):
-                problem = f"plan {line['plan']} is not one of the section's {len(plans[expected.generated])} plans"
-            elif problem is None and "snapshot" in line and len(self.snapshots.get(name, [])) >= len(expected.snapshots):
-                problem = f"a snapshot line past the scenario's {len(expected.snapshots)} snapshot(s)"
-            if problem is not None:
-                refuse(name, f"malformed record line: {problem}")
-                return None if current == name else current
-            if "snapshot" in line:
-                self.snapshots.setdefault(name, []).append(raw)
-            elif "plan" in line:
-                if line.get("event") == "start":
-                    self.plan_starts.setdefault(name, set()).add(line["plan"])
-                else:
-                    self.plan_records.setdefault(name, {})[line["plan"]] = raw
-            elif line["event"] == "start":
-                if name not in self.order:
-                    self.order.append(name)
-                return name
-            else:  # its end
-                self.ends[name] = line
-                decide(name)
-                return None
-            return current
+            self._file_scenario_line(name, line, raw, problem)
+        else:
+            self._file_run_line(line, problem)
+
+    def _file_scenario_line(self, name: str, line: dict, raw: bytes, problem: str | None) -> None:
+        if name not in self.by_name or name in self.verdicts:
+            return  # not one of the judged scenarios, or already decided
+        self.received.sizes[name] = self.received.sizes.get(name, 0) + len(raw) + 1
+        if self.received.sizes[name] > SCENARIO_LIMIT:
+            self._refuse(name, f"its record lines take more than {mib(SCENARIO_LIMIT)}: more than any scenario "
+                               "writes", too_large=True)
+        else:
+            problem = problem if problem is not None else self._unexpected(name, line)
+            if problem is None:
+                self._keep(name, line, raw)
+                return
+            self._refuse(name, f"malformed record line: {problem}")
+        if self.current == name:
+            self.current = None
+
+    def _unexpected(self, name: str, line: dict) -> str | None:
+        """Why a well-formed line is not one its scenario can have, in words; None if it can."""
+        expected = self.by_name[name]
+        if "plan" in line and not expected.generated:
+            return "a plan line in a scenario without plans"
+        if "snapshot" in line and expected.generated:
+            return "a snapshot line in a scenario of generated plans"
+        if "plan" in line and line["plan"] >= len(self.plans[expected.generated]):
+            return f"plan {line['plan']} is not one of the section's {len(self.plans[expected.generated])} plans"
+        if "snapshot" in line and len(self.received.snapshots.get(name, [])) >= len(expected.snapshots):
+            return f"a snapshot line past the scenario's {len(expected.snapshots)} snapshot(s)"
+        return None
+
+    def _keep(self, name: str, line: dict, raw: bytes) -> None:
+        received = self.received
+        if "snapshot" in line:
+            received.snapshots.setdefault(name, []).append(raw)
+        elif "plan" in line:
+            if line.get("event") == "start":
+                received.plan_starts.setdefault(name, set()).add(line["plan"])
+            else:
+                received.plan_records.setdefault(name, {})[line["plan"]] = raw
+        elif line["event"] == "start":
+            if name not in received.order:
+                received.order.append(name)
+            self.current = name
+        else:  # its end
+            received.ends[name] = line
+            self._decide(name)
+            self.current = None
+
+    def _file_run_line(self, line: dict, problem: str | None) -> None:
+        """A line outside any scenario: an import or collection error, a flag, or what is being imported."""
+        run = self.run
         if problem is not None:
             run.flag(f"wrote a record line the recorder never writes: {problem}")
         elif "importError" in line:
@@ -792,7 +842,43 @@ class _Received:
             run.importing = line["module"]
         elif line["event"] == "imported":
             run.importing = None
-        return current
+
+    # Verdicts.
+
+    def _decide(self, name: str) -> None:
+        """A scenario's end arrived: judge its records."""
+        exp = self.by_name[name]
+        end = self.received.ends.get(name)
+        if exp.generated:
+            records = {plan: _record(raw) for plan, raw in self.received.plan_records.get(name, {}).items()}
+            verdict = judge_plans(self.chapter.module, exp, self.plans[exp.generated],
+                                  self.reference_runs(exp.generated), records,
+                                  self.received.plan_starts.get(name, set()), end)
+        else:
+            wanted = self.masking.wanted.get(name) if self.masking is not None else None
+            verdict = judge_snapshots(exp, [_record(raw) for raw in self.received.snapshots.get(name, [])], end, wanted)
+        verdict.file = self.chapter.test_file
+        end = end or {}
+        stopped = _stopped_by(str(end.get("problem") or ""), self.timeout)
+        if stopped and not verdict.passed:
+            verdict.status = "timeout"  # the scenario ran past its limit, and its own clock or the backstop stopped it
+            verdict.problem = stopped + (f" (stopped at {shown_where(end['where'])})" if end.get("where") else "")
+        verdict.output, verdict.output_lines = end.get("output") or [], end.get("outputLines") or 0
+        self._decided(name, verdict)
+
+    def _refuse(self, name: str, problem: str, too_large: bool = False) -> None:
+        """The scenario is an error: its records cannot be judged (`problem` says why)."""
+        exp = self.by_name[name]
+        if too_large and len(self.run.refused) < FLAGS:
+            self.run.refused.append(f"{name}: {problem}")
+        self._decided(name, Verdict(name, self.chapter.test_file, "error", exp.section, exp.purpose,
+                                    problem=problem, cites=exp.cites))
+
+    def _decided(self, name: str, verdict: Verdict) -> None:
+        self.verdicts[name] = verdict
+        self.received.forget(name)
+        if self.on_verdict is not None:
+            self.on_verdict(verdict)
 
 
 def _record(raw: bytes) -> object:

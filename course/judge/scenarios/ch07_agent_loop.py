@@ -3,8 +3,8 @@
 The plans are drawn in `course.judge.scenarios.ch07_plans`, in two tracks: the chapter's five sections
 draw only inputs inside the chapter's contract, each plan of a kind that names the sentences of the
 chapter it enforces (`cites_of`); the hardening sections (加固) draw every freedom of the loop's
-collaborators, as all sections did before the tracks were split. A plan's shape is
-`course.recorder.scenarios.ch07_agent_loop`'s docstring.
+collaborators, as all sections did before the tracks were split. A plan is a `Plan`
+(`course.recorder.scenarios.ch07_agent_loop`).
 
 What is compared is what the chapter promises: how the run ended (reason and steps, or the exception and
 `exc.transcript`), every event in order, the transcript, every request the model received, how many tools
@@ -23,7 +23,7 @@ from course.judge.invariants import (
     _check_events, _check_requests, _check_transcript, _key, check_pairing, signal_problems,
 )
 from course.judge.timeline import event_line, json_text, message_row, request_row
-from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS, answers_own_texts
+from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS, Call, Plan, answers_own_texts
 from course.judge.scenarios.ch07_plans import (  # noqa: F401 — the chapter's scenarios module offers them
     ANY_STRATEGIES, EXAMPLES, HARDENING_SECTIONS, KINDS, SEED_KEYS, STRATEGIES, beyond_the_chapter, cites_of,
 )
@@ -189,7 +189,7 @@ RENDERERS = {"ch07-plan-run": render_plan_run}
 
 # --- a plan in words --------------------------------------------------------------------------------
 
-def _call_words(call: dict) -> str:
+def _call_words(call: Call) -> str:
     words = [call["id"], call["does"]]
     if call["before"]:
         words.append("reports progress as it starts")
@@ -205,7 +205,7 @@ def _nth(hook: list) -> str:
     return f"the {n}{['st', 'nd', 'rd'][n - 1] if n <= 3 else 'th'} {kind} event"
 
 
-def describe(plan: dict) -> str:
+def describe(plan: Plan) -> str:
     lines = [f"kind: {plan['kind']}"] if plan.get("kind") else []
     caller = ["one user message" if plan["input"] == "one" else "an earlier round and a new question"]
     if plan["staleTools"]:

@@ -14,7 +14,7 @@ raises or breaks its stream, an injected executor's malformed answers, an observ
 caller's cancellation, progress after a tool returned, aborts anywhere. `beyond_the_chapter(plan)`
 names the hardening promises a plan leans on.
 
-A plan's shape is `course.recorder.scenarios.ch07_agent_loop`'s docstring.
+A plan is a `Plan`, its answers `Step`s, their calls `Call`s (`course.recorder.scenarios.ch07_agent_loop`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS
+from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS, Cancel, Plan, Step
 
 RUNNING = ["succeed", "succeed", "succeed", "succeed", "raise", "raise_empty", "report_error", "not_json", "garbage"]
 INJECTED_ONLY = ["wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool"]
@@ -91,7 +91,7 @@ CHAPTER_PROGRESS = [(0, False), (1, False), (2, False)]
 
 def step_plans(draw: Draw, number: int, world: dict, *, reason: str, calls: tuple[int, int],
                extra: tuple[str, ...] = (), holders: bool = False, choices: list[str] | None = None,
-               progress: list[tuple[int, bool]] = PROGRESS) -> dict:
+               progress: list[tuple[int, bool]] = PROGRESS) -> Step:
     """One scripted answer with its calls: what each call's tool does, its progress, the finish order.
     `choices` (what a call's tool may do) defaults to everything the executor can meet."""
     if choices is None:
@@ -118,13 +118,13 @@ def step_plans(draw: Draw, number: int, world: dict, *, reason: str, calls: tupl
             "finishOrder": draw.permutations(running)}
 
 
-def hold_last(step: dict) -> None:
+def hold_last(step: Step) -> None:
     """The step's last call to finish runs on instead, until it is cancelled (or for a while, then answers)."""
     last = step["finishOrder"].pop()
     next(c for c in step["calls"] if c["id"] == last)["does"] = "hold"
 
 
-def abort_first(step: dict, *, holding_sibling: bool) -> None:
+def abort_first(step: Step, *, holding_sibling: bool) -> None:
     """The step's first call to finish aborts the run; with `holding_sibling`, its last one runs on until it is
     cancelled (or for a while, then answers anyway): an abort is no reason to cut a running tool short."""
     order = step["finishOrder"]
@@ -147,9 +147,9 @@ def _world(draw: Draw) -> dict:
 
 # --- the hardening track: every freedom of the loop's collaborators ------------------------------------
 
-def _any_steps(draw: Draw, section: str, world: dict) -> tuple[list[dict], dict | None]:
+def _any_steps(draw: Draw, section: str, world: dict) -> tuple[list[Step], Cancel | None]:
     """The answers of a hardening plan that leans towards `section`, and the caller's cancellation, if any."""
-    steps: list[dict] = []
+    steps: list[Step] = []
     cancel = None
     if section == "pure_stop":
         for _ in range(draw.sampled_from([0, 0, 0, 1])):
@@ -177,7 +177,7 @@ def _any_steps(draw: Draw, section: str, world: dict) -> tuple[list[dict], dict 
     return steps, cancel
 
 
-def _any_abort_steps(draw: Draw, world: dict, steps: list[dict]) -> dict | None:
+def _any_abort_steps(draw: Draw, world: dict, steps: list[Step]) -> Cancel | None:
     going_on = draw.integers(1, 3)
     cancel_kind = draw.sampled_from([None, None, None, "streaming", "batch"])
     cancel_step = draw.integers(1, going_on)
@@ -196,7 +196,7 @@ def _any_abort_steps(draw: Draw, world: dict, steps: list[dict]) -> dict | None:
     return None if cancel_kind is None else {"step": cancel_step, "during": cancel_kind}
 
 
-def any_plans(draw: Draw, section: str) -> dict:
+def any_plans(draw: Draw, section: str) -> Plan:
     """A hardening plan: anything the loop's collaborators may do, leaning towards `section`."""
     world = _world(draw)
     steps, cancel = _any_steps(draw, section, world)
@@ -235,7 +235,7 @@ def any_plans(draw: Draw, section: str) -> dict:
             "maxSteps": max_steps, "cancel": cancel, "steps": steps}
 
 
-def beyond_the_chapter(plan: dict) -> list[str]:
+def beyond_the_chapter(plan: Plan) -> list[str]:
     """The hardening promises (names of the contract's PROMISES) a plan leans on: none for a plan inside the
     chapter's contract."""
     calls = [call for step in plan["steps"] for call in step["calls"]]
@@ -252,7 +252,7 @@ def beyond_the_chapter(plan: dict) -> list[str]:
     return [name for name, leans in found.items() if leans]
 
 
-def _aborts_where_the_chapter_says(plan: dict) -> bool:
+def _aborts_where_the_chapter_says(plan: Plan) -> bool:
     """Whether the observer's abort comes while a batch runs: at a tool's event, or once a toolUse answer is
     complete (its batch then runs before the check after it). The chapter names no other abort point."""
     kind, n = plan["abortAt"]
@@ -300,7 +300,7 @@ CHAPTER_ABORTS = ["tool_start", "tool_progress", "tool_end"]
 
 
 def _chapter_step(draw: Draw, number: int, world: dict, reason: str, calls: tuple[int, int],
-                  extra: tuple[str, ...] = ()) -> dict:
+                  extra: tuple[str, ...] = ()) -> Step:
     choices = INJECTED if world["executor"] == "injected" else ON_THE_REGISTRY
     if calls[1] > 1 and reason == "toolUse":
         # A call the chapter 06 executor refuses ends as its task starts, and the order a batch's tasks start
@@ -313,7 +313,7 @@ def _chapter_step(draw: Draw, number: int, world: dict, reason: str, calls: tupl
     return step
 
 
-def _rounds(draw: Draw, world: dict, count: int, calls: tuple[int, int], extra: tuple[str, ...] = ()) -> list[dict]:
+def _rounds(draw: Draw, world: dict, count: int, calls: tuple[int, int], extra: tuple[str, ...] = ()) -> list[Step]:
     return [_chapter_step(draw, n, world, "toolUse", calls, extra) for n in range(1, count + 1)]
 
 
@@ -367,7 +367,7 @@ def _abort(draw: Draw, world: dict, plan: dict) -> str:
     return kind
 
 
-def _aborted_batches(draw: Draw, world: dict, plan: dict) -> list[dict]:
+def _aborted_batches(draw: Draw, world: dict, plan: dict) -> list[Step]:
     """One to three rounds; while one of their batches runs, the run is aborted: by the batch's first call to
     finish (a sibling may run on a while, or watch the signal and stop), or by the observer at a tool's event
     or once the batch's answer is complete."""
@@ -382,7 +382,7 @@ def _aborted_batches(draw: Draw, world: dict, plan: dict) -> list[dict]:
     return steps
 
 
-def _abort_by_a_tool(draw: Draw, step: dict) -> None:
+def _abort_by_a_tool(draw: Draw, step: Step) -> None:
     """The step's first call to finish aborts the run. Its last may instead run on for a while (`hold`), or
     watch the signal and stop (`watch`, when nothing else of the batch is left to finish then: a watching
     call and a sibling that end on the same turn of the event loop end in the order their tasks began, which
@@ -403,7 +403,7 @@ BUILDERS = {"pure_stop": _pure_stop, "round_trip": _round_trip, "terminals": _te
             "concurrent": _concurrent, "abort": _abort}
 
 
-def chapter_plans(draw: Draw, section: str) -> dict:
+def chapter_plans(draw: Draw, section: str) -> Plan:
     """A chapter-track plan of `section`: inside the chapter's contract, of one of the section's kinds."""
     world = _world(draw)
     if section not in ("pure_stop", "round_trip"):
@@ -419,7 +419,7 @@ def chapter_plans(draw: Draw, section: str) -> dict:
     return plan
 
 
-def cites_of(plan: dict) -> tuple[str, ...]:
+def cites_of(plan: Plan) -> tuple[str, ...]:
     """What a plan holds the loop to: its kind's sentences of the chapter (chapter track), or the hardening
     promises it leans on (hardening track; none for a hardening plan that stays inside the contract)."""
     kind = KINDS.get(plan.get("kind"))

@@ -1,22 +1,6 @@
 """Chapter 07's generated scenarios, run: one plan is one run of the loop with every collaborator scripted.
 
-A plan (JSON, drawn by `course.judge.scenarios.ch07_agent_loop`):
-  {"input": "one" | "history",      the caller's messages: one user message, or an earlier round and a new question
-   "staleTools": bool,              the context still carries "tools" from an earlier run
-   "registry": bool,                the probe tool is registered (else the registry is empty)
-   "executor": "chapter06" | "injected",
-   "observer": "absent" | "present",
-   "raiseAt", "abortAt", "mutateAt": None | [event type, n],   at the n-th event of that type the observer
-                                    raises, aborts the run, or the caller changes its messages (list and dicts, deeply)
-   "mutateAfter": bool,             the caller changes its messages (deeply) after the run
-   "abortBeforeStart": bool, "maxSteps": int | None (None: the default),
-   "cancel": None | {"step": n, "during": "streaming" | "batch"},   the task running the loop is cancelled
-   "contextExtra": bool,            the caller's context holds a key of its own (never part of a request)
-   "steps": [{"stopReason": "toolUse" | "stop" | "length" | "error" | "aborted" | "model_raises" | "stream_fails"
-                             | "stream_raises" | "stream_garbles" | "result_garbles",
-              "text": bool | str,    the answer's text: True "let me see", False none, or the text itself
-              "calls": [{"id", "does", "before": 0|1, "during": 0-2, "late": bool}],
-              "finishOrder": [ids of the calls whose tool runs and does not hold, in the order they finish]}]}
+A plan is a `Plan` (below): JSON, drawn by `course.judge.scenarios.ch07_plans`.
 
 What a call's tool does (`does`): succeed, raise / raise_empty (an exception with a message, or with an
 empty one: which exception, chained or not, follows from the call's id), report_error, abort (aborts the
@@ -45,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from dataclasses import dataclass
+from typing import Literal, NotRequired, TypedDict
 
 from course.manifest import HARDENING
 from course.recorder.limits import PlanTimedOut
@@ -64,6 +50,81 @@ SECTIONS = {
     # raising observers, the caller's cancellation, ...), each leaning towards one of the sections above.
     **{f"hardening_{key}": HARDENING for key in ("pure_stop", "round_trip", "terminals", "concurrent", "abort")},
 }
+
+Hook = list[str | int]
+"""[event type, n]: at the n-th event of that type (JSON has no tuples)."""
+
+Does = Literal["succeed", "raise", "raise_empty", "report_error", "abort", "not_json", "garbage", "wrong_call",
+               "wrong_tool", "wrong_role", "no_content", "error_not_bool", "bad_arguments", "unknown_tool", "hold",
+               "ignore_cancel", "watch"]
+"""What a call's tool does: see the module's docstring."""
+
+StopReason = Literal["toolUse", "stop", "length", "error", "aborted", "model_raises", "stream_fails", "stream_raises",
+                     "stream_garbles", "result_garbles"]
+"""A scripted answer's stopReason, or how its model breaks the stream contract (`MODEL_FAILURES`)."""
+
+
+class Call(TypedDict):
+    """One tool call of a scripted answer."""
+
+    id: str
+    does: Does
+    before: int
+    """Progress reports as the tool starts: 0 or 1."""
+    during: int
+    """Progress reports once its turn to finish has come: 0 to 2 (the second in two blocks)."""
+    late: bool
+    """Whether it reports again, through the kept callback, after it returned (which must not appear)."""
+
+
+class Step(TypedDict):
+    """One scripted answer of the model, and how its batch finishes."""
+
+    stopReason: StopReason
+    text: bool | str
+    """The answer's text: True "let me see", False none, or the text itself."""
+    calls: list[Call]
+    finishOrder: list[str]
+    """The ids of the calls whose tool runs and does not hold, in the order they finish."""
+
+
+class Cancel(TypedDict):
+    """The caller cancels the task running the loop during a step's model stream or its tool batch."""
+
+    step: int
+    during: Literal["streaming", "batch"]
+
+
+class Plan(TypedDict):
+    """One generated plan: a run of the loop with every collaborator scripted. Its JSON is this very dict
+    (what the judge draws, writes to the recorder, caches and pins), so it is the same value either side."""
+
+    input: Literal["one", "history"]
+    """The caller's messages: one user message, or an earlier round and a new question."""
+    staleTools: bool
+    """The context still carries "tools" from an earlier run."""
+    registry: bool
+    """The probe tool is registered (else the registry is empty)."""
+    executor: Literal["chapter06", "injected"]
+    contextExtra: NotRequired[bool]
+    """The caller's context holds a key of its own (never part of a request)."""
+    observer: Literal["absent", "present"]
+    raiseAt: Hook | None
+    """At this event the observer raises."""
+    abortAt: Hook | None
+    """At this event the observer aborts the run."""
+    mutateAt: Hook | None
+    """At this event the caller changes its messages (the list and its dicts, deeply)."""
+    mutateAfter: bool
+    """The caller changes its messages (deeply) after the run."""
+    abortBeforeStart: bool
+    maxSteps: int | None
+    """None: the loop's default."""
+    cancel: Cancel | None
+    steps: list[Step]
+    kind: NotRequired[str]
+    """A chapter-track plan's kind (`course.judge.scenarios.ch07_plans.KINDS`)."""
+
 
 REFUSED = ("bad_arguments", "unknown_tool")
 HOLDING = ("hold", "ignore_cancel", "watch")
@@ -117,7 +178,7 @@ RUN_TURNS = 20_000
 """Turns the driver gives a run before it records it as still running and cancels it."""
 
 
-def runs(plan: dict, call: dict) -> bool:
+def runs(plan: Plan, call: Call) -> bool:
     """Whether the call's tool runs: the chapter 06 executor refuses some calls before any tool runs."""
     if plan["executor"] == "injected":
         return True
@@ -185,7 +246,7 @@ PROBE = Tool(name="probe", description="does what the plan says", execute=_no_pl
     "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"], "additionalProperties": False})
 
 
-def _answer(step: dict) -> dict:
+def _answer(step: Step) -> dict:
     said = step["text"] if isinstance(step["text"], str) else "let me see"  # (True: the usual text)
     content = [text(said)] if step["text"] else []
     for call in step["calls"]:
@@ -240,8 +301,8 @@ class PieceStream:
 class PlanModel:
     """Answers request n with step n of the plan; keeps a deep copy of every request it receives."""
 
-    def __init__(self, plan: dict, state: dict) -> None:
-        self.plan, self.state = plan, state
+    def __init__(self, plan: Plan, cancellation: Cancellation) -> None:
+        self.plan, self.cancellation = plan, cancellation
         self.requests: list = []
         self.streams: list = []
         self.signals: list = []  # what each request's stream() was handed as its signal
@@ -259,12 +320,12 @@ class PlanModel:
 
     def _holding(self, n: int, answer: dict):
         async def hold(request):
-            if self.state["cancelled"]:
-                self.state["answerReadAfterCancel"] = True  # the loop went on reading a cancelled run's answer
-            self.state["modelHolding"] = n
+            if self.cancellation.cancelled:
+                self.cancellation.answer_read_after_cancel = True
+            self.cancellation.model_holding = n
             for _ in range(HOLD_TURNS):
                 await asyncio.sleep(0)
-            self.state["modelHolding"] = None
+            self.cancellation.model_holding = None
             return copy.deepcopy(answer)
         return hold
 
@@ -296,33 +357,81 @@ class PlanModel:
                 pass
 
 
-async def run_plan(plan: dict, load) -> dict:
-    loop = load("ch07_agent_loop")
-    controller = AbortController()
-    state: dict = {"modelHolding": None, "cancelled": False}
-    calls = {call["id"]: call for step in plan["steps"] for call in step["calls"]}
-    step_of = {call["id"]: n for n, step in enumerate(plan["steps"], 1) for call in step["calls"]}
-    batches: dict[str, Batch] = {}
-    for step in plan["steps"]:
-        batch = Batch(step["finishOrder"])
-        batches.update((call_id, batch) for call_id in step["finishOrder"])
-    executed: list[str] = []
-    unsignalled: list[str] = []
-    holding: set[str] = set()
-    not_stopped: list[str] = []  # the holding calls that ran out their turns: nothing cancelled them
-    returned: set[str] = set()
-    late: list[tuple[str, object]] = []  # (call id, its progress callback) of the calls that asked to report late
+@dataclass
+class Cancellation:
+    """Where the caller's cancellation of the run stands, shared by the driver and the model."""
 
-    def report_late() -> None:
-        for call_id, report in list(late):
-            if call_id in returned:
+    model_holding: int | None = None
+    """The step whose model answer is holding now (a cancellation during its stream waits for it)."""
+    cancelled: bool = False
+    answer_read_after_cancel: bool = False
+    """The loop went on reading a cancelled run's answer."""
+
+
+class PlanTools:
+    """The plan's tools, for the probe tool of the registry and an injected executor alike: each call does
+    what the plan says (`Call.does`), and what they did is kept for the record."""
+
+    def __init__(self, plan: Plan, controller: AbortController) -> None:
+        self.plan, self.controller = plan, controller
+        self.calls = {call["id"]: call for step in plan["steps"] for call in step["calls"]}
+        self.step_of = {call["id"]: n for n, step in enumerate(plan["steps"], 1) for call in step["calls"]}
+        self.batches: dict[str, Batch] = {}
+        for step in plan["steps"]:
+            batch = Batch(step["finishOrder"])
+            self.batches.update((call_id, batch) for call_id in step["finishOrder"])
+        self.executed: list[str] = []
+        self.unsignalled: list[str] = []  # the calls whose tool cannot see the run's abort
+        self.holding: set[str] = set()
+        self.not_stopped: list[str] = []  # the holding calls that ran out their turns: nothing cancelled them
+        self.returned: set[str] = set()
+        self.late: list[tuple[str, object]] = []  # (call id, its progress callback) of the calls that report late
+
+    def report_late(self) -> None:
+        for call_id, report in list(self.late):
+            if call_id in self.returned:
                 try:
                     report([text(f"{call_id} late progress")])
                 except BaseException:  # whatever a broken loop does with it is in the events
                     pass
 
-    async def hold(call_id: str, does: str, context) -> str:
-        holding.add(call_id)
+    async def injected(self, call, context):
+        """The injected executor (`execute_tool_call`)."""
+        return await self.behave(call["id"], context, lambda content, is_error: tool_result(
+            call, content, is_error=is_error, details={"answeredBy": "the injected executor"}))
+
+    async def probe(self, arguments, context):
+        """The probe tool's `execute`."""
+        return await self.behave(arguments["key"], context,
+                                 lambda content, is_error: {"content": content, "isError": is_error})
+
+    async def behave(self, call_id: str, context, make_result):
+        self.executed.append(call_id)
+        if getattr(context, "signal", None) is not self.controller.signal:
+            self.unsignalled.append(call_id)
+        call = self.calls[call_id]
+        for _ in range(call["before"]):
+            context.report_progress([text(f"{call_id} starting")])
+        if call["late"]:
+            self.late.append((call_id, context.report_progress))
+        try:
+            if call["does"] in HOLDING:
+                return make_result([text(await self.hold(call_id, call["does"], context))], False)
+            batch = self.batches[call_id]
+            await batch.wait_for_turn(call_id)
+            try:
+                for n in range(call["during"]):
+                    context.report_progress([text(f"{call_id} progress {n + 1}")] + [text("in two blocks")] * n)
+                return self.answer(call_id, call["does"], make_result)
+            finally:
+                batch.finished(call_id)
+        finally:
+            self.report_late()  # the calls that returned before this one: their callbacks are stale by now
+            self.returned.add(call_id)
+
+    async def hold(self, call_id: str, does: str, context) -> str:
+        """A holding call's tool: it runs until it is cancelled (`watch`: until the run is aborted)."""
+        self.holding.add(call_id)
         try:
             for _ in range(HOLD_TURNS):
                 if does == "watch":
@@ -335,162 +444,231 @@ async def run_plan(plan: dict, load) -> dict:
                 return f"{call_id} refused to be cancelled"
             raise
         finally:
-            holding.discard(call_id)
-        not_stopped.append(call_id)
+            self.holding.discard(call_id)
+        self.not_stopped.append(call_id)
         return f"{call_id} was not stopped"
 
-    async def behave(call_id: str, context, make_result, call: dict | None):
-        executed.append(call_id)
-        if getattr(context, "signal", None) is not controller.signal:
-            unsignalled.append(call_id)  # the tool cannot see the run's abort
-        plan_call = calls[call_id]
-        for _ in range(plan_call["before"]):
-            context.report_progress([text(f"{call_id} starting")])
-        if plan_call["late"]:
-            late.append((call_id, context.report_progress))
-        does = plan_call["does"]
-        try:
-            if does in HOLDING:
-                return make_result([text(await hold(call_id, does, context))], False)
-            batch = batches[call_id]
-            await batch.wait_for_turn(call_id)
-            try:
-                for n in range(plan_call["during"]):
-                    context.report_progress([text(f"{call_id} progress {n + 1}")] + [text("in two blocks")] * n)
-                if does in ("raise", "raise_empty"):
-                    raise raised(call_id, does == "raise_empty")
-                if does == "abort":
-                    controller.abort(f"{call_id} stopped the run")
-                if does == "not_json" and sum(map(ord, call_id)) % 2:
-                    return {**make_result([text(OK)], False), "details": {"ratio": float("nan")}}
-                if does == "not_json":
-                    return make_result([text(OK), {"type": "text", "text": {1, 2}}], False)
-                if does == "garbage":
-                    return done_text(call_id)
-                if does == "wrong_call":
-                    siblings = [c["id"] for c in plan["steps"][step_of[call_id] - 1]["calls"] if c["id"] != call_id]
-                    return tool_result(tool_call((siblings or ["someone-else"])[0], "probe", {}), [text(NOT_YOURS)])
-                if does == "wrong_tool":
-                    return tool_result(tool_call(call_id, "other", {}), [text(NOT_MINE)])
-                if does == "wrong_role":
-                    return {**make_result([text(done_text(call_id))], False), "role": "assistant"}
-                if does == "no_content":
-                    return {k: v for k, v in make_result([text(done_text(call_id))], False).items() if k != "content"}
-                if does == "error_not_bool":
-                    return {**make_result([text(done_text(call_id))], False), "isError": "no"}
-                return make_result([text(done_text(call_id))], does == "report_error")
-            finally:
-                batch.finished(call_id)
-        finally:
-            report_late()  # the calls that returned before this one: their callbacks are stale by now
-            returned.add(call_id)
+    def answer(self, call_id: str, does: str, make_result):
+        """What a call's tool (or the injected executor) answers once its turn to finish has come."""
+        if does in ("raise", "raise_empty"):
+            raise raised(call_id, does == "raise_empty")
+        if does == "abort":
+            self.controller.abort(f"{call_id} stopped the run")
+        if does == "not_json" and sum(map(ord, call_id)) % 2:
+            return {**make_result([text(OK)], False), "details": {"ratio": float("nan")}}
+        if does == "not_json":
+            return make_result([text(OK), {"type": "text", "text": {1, 2}}], False)
+        if does == "garbage":
+            return done_text(call_id)
+        if does == "wrong_call":
+            siblings = [c["id"] for c in self.plan["steps"][self.step_of[call_id] - 1]["calls"] if c["id"] != call_id]
+            return tool_result(tool_call((siblings or ["someone-else"])[0], "probe", {}), [text(NOT_YOURS)])
+        if does == "wrong_tool":
+            return tool_result(tool_call(call_id, "other", {}), [text(NOT_MINE)])
+        if does == "wrong_role":
+            return {**make_result([text(done_text(call_id))], False), "role": "assistant"}
+        if does == "no_content":
+            return {k: v for k, v in make_result([text(done_text(call_id))], False).items() if k != "content"}
+        if does == "error_not_bool":
+            return {**make_result([text(done_text(call_id))], False), "isError": "no"}
+        return make_result([text(done_text(call_id))], does == "report_error")
 
-    async def injected(call, context):
-        return await behave(call["id"], context,
-                            lambda content, is_error: tool_result(call, content, is_error=is_error,
-                                                                  details={"answeredBy": "the injected executor"}), call)
 
-    async def probe(arguments, context):
-        return await behave(arguments["key"], context,
-                            lambda content, is_error: {"content": content, "isError": is_error}, None)
+class PlanCaller:
+    """The caller's side of a run: its messages and context, and its observer (which may raise, abort the run
+    or change the caller's messages at the plan's events)."""
 
-    caller_messages = input_messages(plan["input"])
-    caller_expects = copy.deepcopy(caller_messages)  # what the caller's list must hold: only its own changes
-    context = {"systemPrompt": SYSTEM_PROMPT, "messages": caller_messages}
-    if plan["staleTools"]:
-        context["tools"] = copy.deepcopy(STALE_TOOLS)
-    if plan.get("contextExtra"):
-        context["notes"] = copy.deepcopy(NOTES)
-    context_keys = sorted(context)
-    events: list = []
-    seen: dict = {}
-    raised_after: list[int] = []  # how many events the observer had seen when it raised
+    def __init__(self, plan: Plan, controller: AbortController) -> None:
+        self.plan, self.controller = plan, controller
+        self.messages = input_messages(plan["input"])
+        self.expects = copy.deepcopy(self.messages)  # what the caller's list must hold: only its own changes
+        self.context = {"systemPrompt": SYSTEM_PROMPT, "messages": self.messages}
+        if plan["staleTools"]:
+            self.context["tools"] = copy.deepcopy(STALE_TOOLS)
+        if plan.get("contextExtra"):
+            self.context["notes"] = copy.deepcopy(NOTES)
+        self.context_keys = sorted(self.context)
+        self.events: list = []
+        self.seen: dict = {}
+        self.raised_after: list[int] = []  # how many events the observer had seen when it raised
 
-    def observe(event):
-        events.append(event)
+    def observe(self, event) -> None:
+        self.events.append(event)
         kind = event.get("type") if isinstance(event, dict) else None
-        seen[kind] = seen.get(kind, 0) + 1
-        here = [kind, seen[kind]]
-        if here == plan["mutateAt"]:
-            change_deeply(caller_messages)
-            change_deeply(caller_expects)
-        if here == plan["abortAt"]:
-            controller.abort(f"observer stopped the run at {kind} {seen[kind]}")
-        if here == plan["raiseAt"]:
-            raised_after.append(len(events))
-            raise RuntimeError(f"observer broke at {kind} {seen[kind]}")
+        self.seen[kind] = self.seen.get(kind, 0) + 1
+        here = [kind, self.seen[kind]]
+        if here == self.plan["mutateAt"]:
+            self.change_messages()
+        if here == self.plan["abortAt"]:
+            self.controller.abort(f"observer stopped the run at {kind} {self.seen[kind]}")
+        if here == self.plan["raiseAt"]:
+            self.raised_after.append(len(self.events))
+            raise RuntimeError(f"observer broke at {kind} {self.seen[kind]}")
 
-    if plan["abortBeforeStart"]:
-        controller.abort("stopped before the start")
-    tool = copy.copy(PROBE)
-    tool.execute = probe
-    model = PlanModel(plan, state)
-    options = {"model": model, "context": context, "tools": Registry([tool] if plan["registry"] else []),
-               "signal": controller.signal}
-    if plan["executor"] == "injected":
-        options["execute_tool_call"] = injected
-    if plan["observer"] == "present":
-        options["on_event"] = observe
-    if plan["maxSteps"] is not None:
-        options["max_steps"] = plan["maxSteps"]
+    def change_messages(self) -> None:
+        change_deeply(self.messages)
+        change_deeply(self.expects)
 
-    record: dict = {"kind": "ch07-plan-run", "inputMessages": copy.deepcopy(caller_messages),
-                    "systemPrompt": SYSTEM_PROMPT, "definitions": Registry([PROBE] if plan["registry"] else []).definitions(),
-                    "maxSteps": plan["maxSteps"] if plan["maxSteps"] is not None else 32,
-                    "loose": {c["id"]: "probe" for c in calls.values()
-                              if plan["executor"] == "injected" and c["does"] in LOOSE}}
+    def messages_after(self):
+        """The caller's messages after the run: as it left them, or what they hold instead."""
+        if jsonable(self.messages) == jsonable(self.expects):
+            return "as the caller left them"
+        return jsonable(self.messages)
 
-    loop_options = loop.AgentLoopOptions(**options)
+    def context_after(self):
+        """The caller's context after the run: as it left it, or its keys but the messages."""
+        context = self.context
+        if (sorted(context) == self.context_keys and context.get("systemPrompt") == SYSTEM_PROMPT
+                and context.get("messages") is self.messages and context.get("tools", STALE_TOOLS) == STALE_TOOLS
+                and context.get("notes", NOTES) == NOTES):
+            return "as the caller left it"
+        return jsonable({key: value for key, value in context.items() if key != "messages"})
 
-    async def run():
-        return await loop.run_agent_loop(loop_options)
 
-    me = asyncio.current_task()
-    already = asyncio.all_tasks()  # whoever runs this plan (another chapter's recorder) is not the run's to clean up
-    task = asyncio.create_task(run())
-    cancel = plan.get("cancel")
+async def run_plan(plan: Plan, load) -> dict:
+    """Run one plan on the loop `load("ch07_agent_loop")` returns: the record of what it did."""
+    return await PlanRun(plan, load("ch07_agent_loop")).run()
 
-    def cancel_due() -> bool:
+
+class PlanRun:
+    """One run of the loop on a plan: the collaborators it is given, the task running it, and its record."""
+
+    def __init__(self, plan: Plan, loop) -> None:
+        self.plan, self.loop = plan, loop
+        self.controller = AbortController()
+        self.cancellation = Cancellation()
+        self.tools = PlanTools(plan, self.controller)
+        self.caller = PlanCaller(plan, self.controller)
+        self.model = PlanModel(plan, self.cancellation)
+
+    def options(self) -> dict:
+        """The loop's options, as the caller makes them."""
+        plan = self.plan
+        tool = copy.copy(PROBE)
+        tool.execute = self.tools.probe
+        options = {"model": self.model, "context": self.caller.context,
+                   "tools": Registry([tool] if plan["registry"] else []), "signal": self.controller.signal}
+        if plan["executor"] == "injected":
+            options["execute_tool_call"] = self.tools.injected
+        if plan["observer"] == "present":
+            options["on_event"] = self.caller.observe
+        if plan["maxSteps"] is not None:
+            options["max_steps"] = plan["maxSteps"]
+        return options
+
+    async def run(self) -> dict:
+        plan = self.plan
+        if plan["abortBeforeStart"]:
+            self.controller.abort("stopped before the start")
+        options = self.options()
+        record: dict = {"kind": "ch07-plan-run", "inputMessages": copy.deepcopy(self.caller.messages),
+                        "systemPrompt": SYSTEM_PROMPT,
+                        "definitions": Registry([PROBE] if plan["registry"] else []).definitions(),
+                        "maxSteps": plan["maxSteps"] if plan["maxSteps"] is not None else 32,
+                        "loose": {c["id"]: "probe" for c in self.tools.calls.values()
+                                  if plan["executor"] == "injected" and c["does"] in LOOSE}}
+        loop_options = self.loop.AgentLoopOptions(**options)
+
+        async def run():
+            return await self.loop.run_agent_loop(loop_options)
+
+        me = asyncio.current_task()
+        already = asyncio.all_tasks()  # whoever runs this plan (another chapter's recorder): not the run's to clean up
+        task = asyncio.create_task(run())
+        await self.drive(task)
+        # Not the event loop closing a dropped generator (async_generator_athrow): the run's own tasks left.
+        left = [t for t in asyncio.all_tasks() if t is not me and t is not task and t not in already and not t.done()
+                and type(t.get_coro()).__name__ != "async_generator_athrow"]
+        if not task.done():
+            record.update(outcome="still running", transcript=None)
+            left.append(task)
+        else:
+            record.update(outcome_of(task))
+        record["tasksLeft"] = len(left)
+        await clean_up(left)
+        await self.model.close()
+        self.tools.report_late()  # the tools' kept callbacks, after the run: nothing may reach the observer now
+        if plan["mutateAfter"]:
+            self.caller.change_messages()
+        return self.finish(record, loop_options, options)
+
+    async def drive(self, task: asyncio.Task) -> None:
+        """Let the run go on for RUN_TURNS turns of the event loop at the most (never time), cancelling its task
+        when the plan's cancellation is due."""
+        cancel = self.plan.get("cancel")
+        for _ in range(RUN_TURNS):
+            if task.done():
+                break
+            if cancel is not None and not self.cancellation.cancelled and self.cancel_due(cancel):
+                task.cancel()
+                self.cancellation.cancelled = True
+            await asyncio.sleep(0)
+
+    def cancel_due(self, cancel: Cancel) -> bool:
         if cancel["during"] == "streaming":
-            return state["modelHolding"] == cancel["step"]
-        mine = [c for c in plan["steps"][cancel["step"] - 1]["calls"] if runs(plan, c)]
+            return self.cancellation.model_holding == cancel["step"]
+        mine = [c for c in self.plan["steps"][cancel["step"] - 1]["calls"] if runs(self.plan, c)]
         # A watching call ends by itself once the run is aborted: the cancellation waits for its answer
         # (else whether it saw the abort first would be the event loop's choice).
         holders = [c["id"] for c in mine if c["does"] in HOLDING
-                   and not (c["does"] == "watch" and controller.signal.aborted)]
-        return bool(holders) and all(h in holding for h in holders) and all(
-            c["id"] in returned for c in mine if c["id"] not in holders)
+                   and not (c["does"] == "watch" and self.controller.signal.aborted)]
+        return bool(holders) and all(h in self.tools.holding for h in holders) and all(
+            c["id"] in self.tools.returned for c in mine if c["id"] not in holders)
 
-    for _ in range(RUN_TURNS):  # turns of the event loop, never time
-        if task.done():
-            break
-        if cancel is not None and not state["cancelled"] and cancel_due():
-            task.cancel()
-            state["cancelled"] = True
-        await asyncio.sleep(0)
+    def finish(self, record: dict, loop_options, options: dict) -> dict:
+        """The record's evidence, once the run is over; then the caller scribbles on what the run returned."""
+        tools, caller = self.tools, self.caller
+        result_messages = record.pop("transcript")
+        transcript = jsonable(result_messages)
+        requests = requests_seen(self.model.requests, transcript)
+        events, executed, unsignalled = caller.events, tools.executed, tools.unsignalled
+        if caller.raised_after and record["outcome"] == "raised" and isinstance(transcript, list):
+            events = events[:caller.raised_after[0]]
+            transcript, answered = _up_to_the_raise(events, transcript, len(record["inputMessages"]))
+            # Which of the batch's other tools had started by then is the same kind of schedule: the tools
+            # counted are those whose call was answered before the raise.
+            executed = [call_id for call_id in executed if call_id in answered]
+            unsignalled = [call_id for call_id in unsignalled if call_id in answered]
+        record.update(
+            transcript=transcript,
+            events=jsonable(events) if self.plan["observer"] == "present" else None,
+            requests=requests,
+            executions=sorted(executed),
+            withoutTheRunsSignal=sorted(unsignalled),
+            answerReadAfterCancel=self.cancellation.answer_read_after_cancel,
+            requestsWithoutTheRunsSignal=[n for n, given in enumerate(self.model.signals, 1)
+                                          if given is not self.controller.signal],
+            callerMessagesAfter=caller.messages_after(),
+            contextAfter=caller.context_after(),
+            inputMessages=jsonable(record["inputMessages"]),
+            optionsAfter=_options_changed(loop_options, options),
+            sharedObjects=shared_objects(result_messages),
+            holdersNotStopped=sorted(tools.not_stopped),
+        )
+        scribble(result_messages, len(record["inputMessages"]))
+        return record
 
-    left = [t for t in asyncio.all_tasks() if t is not me and t is not task and t not in already and not t.done()
-            and type(t.get_coro()).__name__ != "async_generator_athrow"]  # the event loop closing a dropped generator
-    if not task.done():
-        record.update(outcome="still running", transcript=None)
-        left.append(task)
-    else:
+
+def outcome_of(task: asyncio.Task) -> dict:
+    """How the finished run ended, for the record: what it returned, or what it raised."""
+    try:
+        result = task.result()
+    except BaseException as error:  # noqa: BLE001 — the record says what the loop raised, CancelledError too
+        if isinstance(error, PlanTimedOut):
+            raise  # the plan's time limit, not the loop's doing
         try:
-            result = task.result()
-        except BaseException as error:  # noqa: BLE001 — the record says what the loop raised, CancelledError too
-            if isinstance(error, PlanTimedOut):
-                raise  # the plan's time limit, not the loop's doing
-            try:
-                message = str(error)
-            except Exception:  # a student's exception may not even say what it is
-                message = "<str() of the exception failed>"
-            record.update(outcome="raised", raised=type(error).__name__, message=jsonable(message),
-                          transcript=getattr(error, "transcript", "<no transcript>"))
-        else:
-            record.update(outcome="returned", reason=jsonable(getattr(result, "reason", None)),
-                          steps=jsonable(getattr(result, "steps", None)), transcript=getattr(result, "messages", None))
-    record["tasksLeft"] = len(left)
-    for _ in range(3):  # clean up what a broken loop left running: cancel it and let it unwind
+            message = str(error)
+        except Exception:  # a student's exception may not even say what it is
+            message = "<str() of the exception failed>"
+        return {"outcome": "raised", "raised": type(error).__name__, "message": jsonable(message),
+                "transcript": getattr(error, "transcript", "<no transcript>")}
+    return {"outcome": "returned", "reason": jsonable(getattr(result, "reason", None)),
+            "steps": jsonable(getattr(result, "steps", None)), "transcript": getattr(result, "messages", None)}
+
+
+async def clean_up(left: list[asyncio.Task]) -> None:
+    """Cancel what a broken loop left running and let it unwind."""
+    for _ in range(3):
         for t in left:
             t.cancel()
         for _ in range(50):
@@ -501,57 +679,30 @@ async def run_plan(plan: dict, load) -> dict:
         if t.done() and not t.cancelled():
             t.exception()  # retrieved: the event loop does not report it later
 
-    await model.close()
-    report_late()  # the tools' kept callbacks, after the run: nothing may reach the observer now
-    if plan["mutateAfter"]:
-        change_deeply(caller_messages)
-        change_deeply(caller_expects)
-    result_messages = record.pop("transcript")
-    transcript = jsonable(result_messages)
-    requests = [request if isinstance(request, dict) else jsonable(request) for request in model.requests]
-    if isinstance(transcript, list):  # a request that saw a prefix of the transcript is recorded as its length
+
+def requests_seen(requests: list, transcript: object) -> list:
+    """The model's requests, each one that saw a prefix of the transcript recorded as its length."""
+    requests = [request if isinstance(request, dict) else jsonable(request) for request in requests]
+    if isinstance(transcript, list):
         for request in requests:
             seen = request.get("messages")
             if isinstance(seen, list) and len(seen) <= len(transcript) and seen == transcript[: len(seen)]:
                 request["messages"] = {"transcriptPrefix": len(seen)}
-    if raised_after and record["outcome"] == "raised" and isinstance(transcript, list):
-        # What the batch's other tools did after the observer raised depends on when the loop cancelled
-        # them (a task group at once, a gather a turn later): nothing the chapter promises. Compared:
-        # the events up to the raise, and the results whose tool ended (or was skipped) by then. (A loop
-        # that went on and returned is shown whole: what it did after the raise is its mistake.)
-        events = events[:raised_after[0]]
-        answered = {e["result"].get("toolCallId") for e in events if isinstance(e, dict)
-                    and e.get("type") in ("tool_end", "tool_skipped") and isinstance(e.get("result"), dict)}
-        given = len(record["inputMessages"])  # the caller's own messages stay as they are, tool results included
-        transcript = transcript[:given] + [m for m in transcript[given:] if not (
-            isinstance(m, dict) and m.get("role") == "toolResult") or m.get("toolCallId") in answered]
-        # Which of the batch's other tools had started by then is the same kind of schedule: the tools
-        # counted are those whose call was answered before the raise.
-        executed = [call_id for call_id in executed if call_id in answered]
-        unsignalled = [call_id for call_id in unsignalled if call_id in answered]
-    record.update(
-        transcript=transcript,
-        events=jsonable(events) if plan["observer"] == "present" else None,
-        requests=requests,
-        executions=sorted(executed),
-        withoutTheRunsSignal=sorted(unsignalled),
-        answerReadAfterCancel=state.get("answerReadAfterCancel", False),
-        requestsWithoutTheRunsSignal=[n for n, given in enumerate(model.signals, 1) if given is not controller.signal],
-        callerMessagesAfter="as the caller left them" if jsonable(caller_messages) == jsonable(caller_expects)
-        else jsonable(caller_messages),
-        contextAfter="as the caller left it" if (sorted(context) == context_keys
-                                                 and context.get("systemPrompt") == SYSTEM_PROMPT
-                                                 and context.get("messages") is caller_messages
-                                                 and context.get("tools", STALE_TOOLS) == STALE_TOOLS
-                                                 and context.get("notes", NOTES) == NOTES)
-        else jsonable({key: value for key, value in context.items() if key != "messages"}),
-        inputMessages=jsonable(record["inputMessages"]),
-        optionsAfter=_options_changed(loop_options, options),
-        sharedObjects=shared_objects(result_messages),
-        holdersNotStopped=sorted(not_stopped),
-    )
-    scribble(result_messages, len(record["inputMessages"]))
-    return record
+    return requests
+
+
+def _up_to_the_raise(events: list, transcript: list, given: int) -> tuple[list, set]:
+    """The transcript as it stood when the observer raised, and the calls answered by then.
+
+    What the batch's other tools did after the observer raised depends on when the loop cancelled them (a
+    task group at once, a gather a turn later): nothing the chapter promises. Compared: the events up to the
+    raise, and the results whose tool ended (or was skipped) by then. (A loop that went on and returned is
+    shown whole: what it did after the raise is its mistake.) The caller's own `given` messages stay as they
+    are, tool results included."""
+    answered = {e["result"].get("toolCallId") for e in events if isinstance(e, dict)
+                and e.get("type") in ("tool_end", "tool_skipped") and isinstance(e.get("result"), dict)}
+    return transcript[:given] + [m for m in transcript[given:] if not (
+        isinstance(m, dict) and m.get("role") == "toolResult") or m.get("toolCallId") in answered], answered
 
 
 def _options_changed(loop_options, given: dict) -> str | list[str]:
