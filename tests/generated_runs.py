@@ -1,8 +1,8 @@
 """The property tests in test_properties.py: the chapter 07 loop keeps its promises on every generated run,
 and the invariant checker answers whatever a broken loop hands it.
 
-The runs are chapter 07's generated scenarios: the plans of `course.judge.scenarios.ch07_agent_loop` (every
-section's strategy), run by `course.recorder.scenarios.ch07_agent_loop`. `pytest -k ch07` requires each run of
+The runs are chapter 07's generated scenarios: the plans of `chapters.ch07_agent_loop.judge.plans` (every
+section's strategy), run by `chapters.ch07_agent_loop.scenarios`. `pytest -k ch07` requires each run of
 a student's loop to render as the reference's; this property requires the reference's (or `--impl`'s) own runs
 to keep every promise the notation checks, so the oracle itself is tested on the same plans, never twice.
 
@@ -43,7 +43,7 @@ def chosen_settings() -> tuple[str, settings, int | None]:
     return name, profile, int(os.environ.get(SEED_ENV) or random.randrange(2**32))
 
 
-# The plans are chapter 07's generated scenarios (course/judge/scenarios/ch07_agent_loop.py), one strategy per
+# The plans are chapter 07's generated scenarios (chapters/ch07_agent_loop/judge/plans.py), one strategy per
 # chapter section; `pytest -k ch07` compares each run with the reference's run of the same plan. Here the
 # runs of the implementation under test (the reference, in a plain run) are held to the loop's promises
 # themselves: the oracle must keep them, or the comparison would pass a loop for matching a broken one.
@@ -84,7 +84,7 @@ def every_generated_run_keeps_the_promises() -> None:
     did what its tool did."""
     from course.judge import differential
     from course.judge.render import render_record
-    from course.judge.scenarios import ch07_agent_loop as scenarios
+    from chapters.ch07_agent_loop.judge import plans as scenarios
     from course.recorder.impl import load_checkpoint
 
     name, profile, chosen_seed = chosen_settings()

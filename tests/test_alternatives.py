@@ -18,7 +18,7 @@ from course.judge.mutants import Mutant, reference_source
 from course.judge.render import render_record
 from course.manifest import find_chapter
 from course.recorder import impl
-from course.recorder.scenarios import ch06_tool_execution as recorder
+from chapters.ch06_tool_execution import scenarios as recorder
 
 CH06 = find_chapter("06")
 TOOL_RUN = 'output = await tool.execute(json_copy(call["arguments"]), context)'

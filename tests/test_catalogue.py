@@ -11,7 +11,7 @@ def test_the_catalogue_lists_the_course_s_chapters_in_order():
     assert [c.number for c in CHAPTERS] == sorted({c.number for c in CHAPTERS})
     loop = find_chapter("ch07")
     assert loop == Chapter("07", "ch07_agent_loop", "The agent loop", ("AgentLoopOptions", "run_agent_loop"))
-    assert loop.weights["取消与上限"] == 3 and loop.test_file == "tests/test_ch07_agent_loop.py"
+    assert loop.weights["取消与上限"] == 3 and loop.test_file == "chapters/ch07_agent_loop/test_ch07_agent_loop.py"
     assert find_chapter("6").runs_in == ("ch07_agent_loop",)  # a TOML array is a tuple, as Chapter's fields are
     assert hash(find_chapter("08"))  # (frozen, and hashable: a tuple, not a list)
 

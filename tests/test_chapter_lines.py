@@ -18,7 +18,7 @@ def lines(path: str) -> int:
     """The file's lines; of a file other chapters share, only the chapter's own block."""
     text = (ROOT / path).read_text(encoding="utf-8").splitlines()
     if path == "course/judge/hints.py":  # SECTIONS["09"]: from its key to the line closing it
-        start = text.index('    "09": {  # docs/chapters/ch09_edit_tool.txt: each section\'s lines, and what to look for in them')
+        start = text.index('    "09": {  # chapters/ch09_edit_tool/text.txt: each section\'s lines, and what to look for in them')
         return text.index("    },", start) - start + 1
     if path == "course/catalogue.toml":  # the chapter's [[chapters]] table
         start = text.index(f'module = "{MODULE}"') - 2

@@ -13,7 +13,7 @@ import pytest
 
 from course.judge import contracts, differential
 from course.judge.index import expected_scenarios
-from course.judge.scenarios import ch06_plans, ch07_plans
+from chapters.ch06_tool_execution.judge import ch06_plans, ch07_plans
 from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,11 +127,11 @@ EXECUTOR = find_chapter("06")
 
 
 def test_chapter_06_has_a_table_and_a_text_in_the_manifest():
-    assert EXECUTOR in CITING and EXECUTOR.text == "docs/chapters/ch06_tool_execution.txt"
+    assert EXECUTOR in CITING and EXECUTOR.text == "chapters/ch06_tool_execution/text.txt"
 
 
 def test_every_kind_of_chapter_06_plan_cites_the_chapter_or_names_a_promise():
-    from course.recorder.scenarios import ch06_tool_execution as recorder
+    from chapters.ch06_tool_execution import scenarios as recorder
 
     table = contracts.for_chapter(EXECUTOR.module)
     for name, kind in ch06_plans.KINDS.items():

@@ -13,7 +13,7 @@ import pytest
 
 from course.judge import contracts, differential
 from course.judge.index import expected_scenarios
-from course.judge.scenarios import ch08_workspace_read as plans_of
+from chapters.ch08_workspace_read.judge import plans as plans_of
 from course.manifest import HARDENING, find_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ TABLE = contracts.for_chapter(READ.module)
 
 
 def test_chapter_08_has_a_table_and_a_text_in_the_manifest():
-    assert READ.text == "docs/chapters/ch08_workspace_read.txt"
+    assert READ.text == "chapters/ch08_workspace_read/text.txt"
     assert contracts.quote_problems(TABLE, (ROOT / READ.text).read_text(encoding="utf-8")) == []
 
 

@@ -457,7 +457,7 @@ def test_plain_pytest_judges_student_when_it_exists_and_says_so(runs):
     header = next(line for line in out.splitlines() if line.startswith("tiny-pi implementation: "))
     assert str(runs.workspace / "with_student" / "student") in header and "ch07 yours" in header \
         and "ch06 reference" in header
-    assert "FAILED tests/test_ch07_agent_loop.py::TestNonExecutingTerminals::test_terminal_row[length]" in out
+    assert "FAILED chapters/ch07_agent_loop/test_ch07_agent_loop.py::TestNonExecutingTerminals::test_terminal_row[length]" in out
 
 
 def test_a_fresh_starter_fails_every_chapter_and_is_never_overwritten(runs, capsys):
@@ -510,7 +510,7 @@ def test_snapshots_update_reports_what_it_added_changed_and_removed(runs):
     code, out, _ = runs.result("update")
     assert code == 0, out
     assert out.splitlines() == [
-        f"chapter 07 (tests/__snapshots__/test_ch07_agent_loop/): 1 added, 1 changed, 1 removed, "
+        f"chapter 07 (chapters/ch07_agent_loop/__snapshots__/test_ch07_agent_loop/): 1 added, 1 changed, 1 removed, "
         f"{len(list((ROOT / LOOP.snapshot_dir).glob('*.txt')))} snapshots in all",
         "  added    TestAbortAndMaxSteps.test_max_steps_one.txt",
         "  changed  TestPureStop.test_pure_stop.txt",
@@ -539,7 +539,7 @@ def test_verify_catches_results_kept_in_task_start_order(runs):
     # This implementation passes `course check`: only another start order shows its results are misplaced.
     code, out, _ = runs.result("verify_order")
     assert code == 1
-    assert "run 2 (start order seed 1) renders tests/test_ch07_agent_loop.py::TestConcurrentTools::" \
+    assert "run 2 (start order seed 1) renders chapters/ch07_agent_loop/test_ch07_agent_loop.py::TestConcurrentTools::" \
            "test_fast_finishes_first_results_stay_in_call_order differently from run 1:\n" \
            "  first divergence in transcript, line 3:\n" \
            "    run 1:    toolResult  slow-call → slow done\n" \

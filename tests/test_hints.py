@@ -338,7 +338,7 @@ def test_a_chapter_that_passes_has_nothing_to_hint(command):
 
 
 def test_every_chapter_06_passage_cited_lies_inside_its_section_of_the_chapter_text():
-    lines = (Path(__file__).resolve().parent.parent / "docs/chapters/ch06_tool_execution.txt").read_text(
+    lines = (Path(__file__).resolve().parent.parent / "chapters/ch06_tool_execution/text.txt").read_text(
         encoding="utf-8").splitlines()
     assert lines[0] == hints.CHAPTER_TEXT["06"]
     starts = {line[1:]: n for n, line in enumerate(lines, 1) if line.startswith("#")}

@@ -85,7 +85,7 @@ def test_masked_chapter_07_scenarios_keep_their_own_assertions(tmp_path):
     key = secret.derive(LONG_SECRET, "mask", "ch07_agent_loop")
     plans.write_text(json.dumps({"module": "ch07_agent_loop", "sections": {},
                                  "mask": Masking(key).plans_entry()}), encoding="ascii")
-    subprocess.run([sys.executable, "-m", "pytest", "tests/test_ch07_agent_loop.py", "-k", "not generated",
+    subprocess.run([sys.executable, "-m", "pytest", "chapters/ch07_agent_loop/test_ch07_agent_loop.py", "-k", "not generated",
                     f"--course-record={record}", f"--course-plans={plans}", "--reference", "-p", "no:cacheprovider",
                     "-p", "no:syrupy", "-q"], cwd=ROOT, check=False, capture_output=True, timeout=300)
     lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]

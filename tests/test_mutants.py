@@ -249,7 +249,7 @@ def test_diagnose_names_the_length_mistake_and_its_section():
         ("length-executes-tools",
          "your loop runs tools after a truncated response (stopReason length) — see 非执行终态"),
     ]
-    full_ids = {f"tests/test_ch07_agent_loop.py::{name}": key for name, key in LENGTH_EVIDENCE.items()}
+    full_ids = {f"chapters/ch07_agent_loop/test_ch07_agent_loop.py::{name}": key for name, key in LENGTH_EVIDENCE.items()}
     assert [name for name, _ in mutants.diagnose("ch07", full_ids)] == ["length-executes-tools"]
 
 
@@ -305,7 +305,7 @@ def test_an_exception_the_test_raises_itself_identifies_no_mistake():
     from checkpoints import ch06_tool_execution
     from course.runtime.tools import ToolExecutionContext
 
-    item = types.SimpleNamespace(nodeid="tests/test_ch06_tool_execution.py::TestX::test_y", funcargs={})
+    item = types.SimpleNamespace(nodeid="chapters/ch06_tool_execution/test_ch06_tool_execution.py::TestX::test_y", funcargs={})
     own = mutants._evidence_in_process(item, _failed_call(lambda: {"content": []}["details"]))
     # The same kind of exception raised inside the code under test is that code's doing.
     theirs = mutants._evidence_in_process(item, _failed_call(lambda: asyncio.run(ch06_tool_execution.execute_tool_call(

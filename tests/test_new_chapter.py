@@ -147,7 +147,7 @@ def test_a_chapter_without_stored_snapshots_says_so_in_check_and_hint(monkeypatc
     from course.judge.session import ChapterRun
 
     monkeypatch.setattr(check, "judge_chapter", lambda chapter, implementation, **options: ChapterRun(chapter, []))
-    said = ("chapter 08 has no scenario to judge: no stored snapshot in tests/__snapshots__/test_ch08_workspace_read/ "
+    said = ("chapter 08 has no scenario to judge: no stored snapshot in chapters/ch08_workspace_read/__snapshots__/test_ch08_workspace_read/ "
             "and no generated section (an instructor writes the snapshots with `course snapshots update 08`)\n")
     assert cli.main(["check", "08", "--impl", str(ROOT / "checkpoints")]) == 1
     out = capsys.readouterr().out

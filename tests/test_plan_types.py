@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from course.judge import differential
-from course.judge.scenarios import ch07_plans
-from course.recorder.scenarios.ch07_agent_loop import Plan
+from chapters.ch07_agent_loop.judge import ch07_plans
+from chapters.ch07_agent_loop.scenarios import Plan
 
 PINNED = Path(differential.__file__).with_name("scenarios") / "pinned" / "ch07_agent_loop.json"
 

@@ -68,7 +68,7 @@ def test_chapter_06_pins_one_plan_of_every_rare_kind():
     from checkpoints import ch06_tool_execution as reference
     from course.judge import differential
     from course.judge.render import render_record
-    from course.judge.scenarios import ch06_tool_execution as scenarios
+    from chapters.ch06_tool_execution.judge import plans as scenarios
 
     module = "ch06_tool_execution"
     for section in ("arguments", "outputs", "failures", "hardening_outputs"):

@@ -62,8 +62,8 @@ def test_watch_starts_each_run_on_a_fresh_screen_on_a_terminal(monkeypatch, tmp_
 
 def test_watch_goes_on_after_a_run_that_fails_hangs_or_crashes(monkeypatch, capsys, tmp_path):
     """A timed-out run is reported and the watching goes on; so does a checker that raises."""
-    verdicts = [Verdict("TestPureStop::test_pure_stop", "tests/test_ch07_agent_loop.py", "passed"),
-                Verdict("TestSingleToolRoundTrip::test_readme_round_trip", "tests/test_ch07_agent_loop.py", "timeout",
+    verdicts = [Verdict("TestPureStop::test_pure_stop", "chapters/ch07_agent_loop/test_ch07_agent_loop.py", "passed"),
+                Verdict("TestSingleToolRoundTrip::test_readme_round_trip", "chapters/ch07_agent_loop/test_ch07_agent_loop.py", "timeout",
                         problem="did not finish within 5 s")]
     given = []
 

@@ -18,7 +18,7 @@ class WrongTool:
     find: str
     replace: str
     sentence: str
-    """The chapter's sentence the mistake breaks: a key of course/judge/contracts/ch08_workspace_read.py's CITES."""
+    """The chapter's sentence the mistake breaks: a key of chapters/ch08_workspace_read/judge/contract.py's CITES."""
     caught_by: tuple[str, ...]
     """Fixed tests that hold a tool to that sentence: each must fail."""
 

@@ -18,7 +18,7 @@ class WrongExecutor:
     find: str
     replace: str
     cite: str
-    """The chapter's sentence the mistake breaks: a key of course/judge/contracts/ch06_tool_execution.py's CITES."""
+    """The chapter's sentence the mistake breaks: a key of chapters/ch06_tool_execution/judge/contract.py's CITES."""
     caught_by: tuple[str, ...] = ()
     """The fixed tests that hold an executor to that sentence: each must fail (and no other fixed test)."""
     sections: tuple[str, ...] = ()

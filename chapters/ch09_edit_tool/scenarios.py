@@ -14,7 +14,7 @@ from typing import Any, NotRequired, TypedDict
 
 from course.recorder.impl import load_reference
 from course.recorder.record import jsonable
-from course.recorder.scenarios.ch08_workspace_read import FAST_TEMP, bounded, build, expand, hide, remove
+from chapters.ch08_workspace_read.scenarios import FAST_TEMP, bounded, build, expand, hide, remove
 from course.runtime.messages import tool_call
 from course.runtime.tools import Registry, ToolExecutionContext
 

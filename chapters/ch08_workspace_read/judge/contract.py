@@ -1,7 +1,7 @@
 """Chapter 08's citations (the sentences of the chapter text its checks enforce) and its hardening
 promises (what the project adds beyond the chapter). Headings and line numbers are those of the chapter
-08 text (the manifest's `text`, docs/chapters/ch08_workspace_read.txt); `tests/test_contracts.py` checks
-every quote against it. docs/chapters/ch08_workspace_read.tracks.md maps each check to its names."""
+08 text (the manifest's `text`, chapters/ch08_workspace_read/text.txt); `tests/test_contracts.py` checks
+every quote against it. chapters/ch08_workspace_read/judge/tracks.md maps each check to its names."""
 
 from course.judge.contracts import Cite, Promise
 

@@ -22,7 +22,7 @@ from course.runtime.abort import AbortController
 from course.recorder.generated import generated_scenarios
 from course.recorder.harness import load_checkpoint, load_prerequisite, run_loop
 from course.recorder.record import jsonable
-from course.recorder.scenarios.ch08_workspace_read import TIME_BOUND, bounded, hide
+from chapters.ch08_workspace_read.scenarios import TIME_BOUND, bounded, hide
 from course.runtime.messages import assistant_message, text, tool_call, user_message
 from course.runtime.scripted import ScriptedModel
 from course.runtime.tools import Registry, ToolExecutionContext

@@ -1,7 +1,7 @@
 """Chapter 07: the agent loop. One class per chapter section; `pytest -k <section>` selects it.
 
 Each test names what it holds the student to: the chapter's sentences (`cites`, names of
-`course/judge/contracts/ch07_agent_loop.py`'s CITES), or, in the section 加固 (the hardening track,
+`chapters/ch07_agent_loop/judge/contract.py`'s CITES), or, in the section 加固 (the hardening track,
 beyond the chapter), the project's own promise (`hardening`, a name of its PROMISES)."""
 
 import asyncio

@@ -39,7 +39,7 @@ observers, the caller's cancellation, ...). `beyond_the_chapter(plan)` names the
 Drawn plans reach a rare kind only by luck, so `PINNED` holds one plan of each kind a wrong executor
 was found to pass (every wrong value against every type, extra keys holding what JSON cannot, a
 megabyte of text, every shape of exception, every malformed output): they run first, in every profile.
-A plan's shape is `course.recorder.scenarios.ch06_tool_execution`'s (`ExecutionPlan`, `LoopRunPlan`).
+A plan's shape is `chapters.ch06_tool_execution.scenarios`'s (`ExecutionPlan`, `LoopRunPlan`).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from course.judge.scenarios import ch07_plans
+from chapters.ch07_agent_loop.judge import ch07_plans
 from course.manifest import HARDENING
-from course.recorder.scenarios.ch06_tool_execution import (
+from chapters.ch06_tool_execution.scenarios import (
     Change, Does, ExceptionSpec, ExecutionPlan, LoopRunPlan, Outcome, ToolSpec, decode,
 )
 from course.runtime.hardening import output_problem

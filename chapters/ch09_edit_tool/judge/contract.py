@@ -1,4 +1,4 @@
-"""Chapter 09's citations: the sentences of docs/chapters/ch09_edit_tool.txt its checks enforce (heading, line,
+"""Chapter 09's citations: the sentences of chapters/ch09_edit_tool/text.txt its checks enforce (heading, line,
 a quote of that line); `tests/test_contracts.py` checks every quote against the text."""
 
 from course.judge.contracts import Cite

@@ -1,4 +1,4 @@
-"""Chapter 09's known mistakes: each patches checkpoints/ch09_edit_tool.py where the mistake lives."""
+"""Chapter 09's known mistakes: each patches chapters/ch09_edit_tool/ch09_edit_tool.py where the mistake lives."""
 
 from course.judge.mutants import Mutant
 

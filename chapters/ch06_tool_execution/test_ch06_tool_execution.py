@@ -1,7 +1,7 @@
 """Chapter 06: executing one tool call. Every failure is an error result, never an exception.
 
 Each test names what it holds the student to: the chapter's sentences (`cites`, names of
-`course/judge/contracts/ch06_tool_execution.py`'s CITES), or, in the section 加固 (the hardening track,
+`chapters/ch06_tool_execution/judge/contract.py`'s CITES), or, in the section 加固 (the hardening track,
 beyond the chapter), the project's own promise (`hardening`, a name of its PROMISES).
 
 Each test compares its snapshot first: a wrong executor is shown (and diagnosed by) the first line that
@@ -16,7 +16,7 @@ import pytest
 from course.recorder.generated import generated_scenarios
 from course.recorder.harness import load_checkpoint, raised
 from course.recorder.record import jsonable
-from course.recorder.scenarios.ch06_tool_execution import result_record
+from chapters.ch06_tool_execution.scenarios import result_record
 from course.runtime import readme_example as readme
 from course.runtime.messages import text, tool_call
 from course.runtime.tools import Registry, Tool, ToolExecutionContext

@@ -1,10 +1,10 @@
 """Chapter 07's generated plans and the notation of their runs.
 
-The plans are drawn in `course.judge.scenarios.ch07_plans`, in two tracks: the chapter's five sections
+The plans are drawn in `chapters.ch07_agent_loop.judge.ch07_plans`, in two tracks: the chapter's five sections
 draw only inputs inside the chapter's contract, each plan of a kind that names the sentences of the
 chapter it enforces (`cites_of`); the hardening sections (加固) draw every freedom of the loop's
 collaborators, as all sections did before the tracks were split. A plan is a `Plan`
-(`course.recorder.scenarios.ch07_agent_loop`).
+(`chapters.ch07_agent_loop.scenarios`).
 
 What is compared is what the chapter promises: how the run ended (reason and steps, or the exception and
 `exc.transcript`), every event in order, the transcript, every request the model received, how many tools
@@ -23,8 +23,8 @@ from course.judge.invariants import (
     _check_events, _check_requests, _check_transcript, _key, check_pairing, signal_problems,
 )
 from course.judge.timeline import event_line, json_text, message_row, request_row
-from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS, Call, Plan, answers_own_texts
-from course.judge.scenarios.ch07_plans import (  # noqa: F401 — the chapter's scenarios module offers them
+from chapters.ch07_agent_loop.scenarios import MODEL_FAILURES as FAILING_MODELS, Call, Plan, answers_own_texts
+from chapters.ch07_agent_loop.judge.ch07_plans import (  # noqa: F401 — the chapter's scenarios module offers them
     ANY_STRATEGIES, EXAMPLES, HARDENING_SECTIONS, KINDS, SEED_KEYS, STRATEGIES, beyond_the_chapter, cites_of,
 )
 

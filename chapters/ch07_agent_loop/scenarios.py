@@ -1,6 +1,6 @@
 """Chapter 07's generated scenarios, run: one plan is one run of the loop with every collaborator scripted.
 
-A plan is a `Plan` (below): JSON, drawn by `course.judge.scenarios.ch07_plans`.
+A plan is a `Plan` (below): JSON, drawn by `chapters.ch07_agent_loop.judge.ch07_plans`.
 
 What a call's tool does (`does`): succeed, raise / raise_empty (an exception with a message, or with an
 empty one: which exception, chained or not, follows from the call's id), report_error, abort (aborts the
@@ -123,7 +123,7 @@ class Plan(TypedDict):
     cancel: Cancel | None
     steps: list[Step]
     kind: NotRequired[str]
-    """A chapter-track plan's kind (`course.judge.scenarios.ch07_plans.KINDS`)."""
+    """A chapter-track plan's kind (`chapters.ch07_agent_loop.judge.ch07_plans.KINDS`)."""
 
 
 REFUSED = ("bad_arguments", "unknown_tool")

@@ -1,10 +1,10 @@
 """Chapter 06's generated plans and the chapter's notation of an execution.
 
-The plans are drawn in `course.judge.scenarios.ch06_plans`, in two tracks: the chapter's five sections
+The plans are drawn in `chapters.ch06_tool_execution.judge.ch06_plans`, in two tracks: the chapter's five sections
 draw only inputs inside the chapter's contract, each plan of a kind that names the sentences of the
 chapter it enforces (`cites_of`); the hardening sections (加固) draw tools returning something that is no
 ToolOutput, and chapter 07's plans with every freedom of the loop's collaborators. A plan's shape is
-`course.recorder.scenarios.ch06_tool_execution`'s (`ExecutionPlan`, `LoopRunPlan`).
+`chapters.ch06_tool_execution.scenarios`'s (`ExecutionPlan`, `LoopRunPlan`).
 
 What is compared is what the chapter promises: the result (or what the executor raised), the tools that
 ran and what they received, the progress the caller saw, whether the call was left as it was; for a
@@ -18,13 +18,13 @@ import json
 import re
 from typing import Any
 
-from course.judge.scenarios import ch07_agent_loop as ch07
-from course.judge.scenarios.ch06_plans import (  # noqa: F401 — the chapter's scenarios module offers them
+from chapters.ch07_agent_loop.judge import plans as ch07
+from chapters.ch06_tool_execution.judge.ch06_plans import (  # noqa: F401 — the chapter's scenarios module offers them
     EXAMPLES, EXTRAS, HARDENING_SECTIONS, KINDS, MALFORMED, MEGABYTE, PINNED, PINNED_EXCEPTIONS, SEED_KEYS, STRATEGIES,
     WRONG, beyond_the_chapter, cites_of, text,
 )
 from course.judge.timeline import json_text
-from course.recorder.scenarios.ch06_tool_execution import long_text
+from chapters.ch06_tool_execution.scenarios import long_text
 
 
 def _path(path: tuple) -> str:

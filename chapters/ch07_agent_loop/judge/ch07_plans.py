@@ -14,7 +14,7 @@ raises or breaks its stream, an injected executor's malformed answers, an observ
 caller's cancellation, progress after a tool returned, aborts anywhere. `beyond_the_chapter(plan)`
 names the hardening promises a plan leans on.
 
-A plan is a `Plan`, its answers `Step`s, their calls `Call`s (`course.recorder.scenarios.ch07_agent_loop`).
+A plan is a `Plan`, its answers `Step`s, their calls `Call`s (`chapters.ch07_agent_loop.scenarios`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from course.recorder.scenarios.ch07_agent_loop import MODEL_FAILURES as FAILING_MODELS, Cancel, Plan, Step
+from chapters.ch07_agent_loop.scenarios import MODEL_FAILURES as FAILING_MODELS, Cancel, Plan, Step
 
 RUNNING = ["succeed", "succeed", "succeed", "succeed", "raise", "raise_empty", "report_error", "not_json", "garbage"]
 INJECTED_ONLY = ["wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool"]

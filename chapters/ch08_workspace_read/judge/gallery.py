@@ -1,4 +1,4 @@
-"""Chapter 08's known mistakes: each patches checkpoints/ch08_workspace_read.py where the mistake lives
+"""Chapter 08's known mistakes: each patches chapters/ch08_workspace_read/ch08_workspace_read.py where the mistake lives
 (one line where one line makes it; `also` where the mistake is several lines that belong together).
 
 What goes beyond the chapter (a file or directory swapped between the tool's check and its open, which the

@@ -1,5 +1,5 @@
 """Chapter 08's generated plans and how a run of one is shown (the plans' shape is described in
-`course.recorder.scenarios.ch08_workspace_read`).
+`chapters.ch08_workspace_read.scenarios`).
 
 What is compared, per read: a successful result exactly (every line of its text, the notice, and
 `details`); a refused one by `isError` and `details` (the reason in `details.error`; the wording of
@@ -495,7 +495,7 @@ EXAMPLES = {"roundtrip": 8, "escape": 20, "refuse": 20, "truncate": 30, "abort":
 @dataclass(frozen=True)
 class PlanKind:
     """A kind of read a plan makes: the section whose plans make it and the chapter's sentences it holds the
-    tool to (names of the contract's CITES, course/judge/contracts/ch08_workspace_read.py)."""
+    tool to (names of the contract's CITES, chapters/ch08_workspace_read/judge/contract.py)."""
 
     section: str
     cites: tuple[str, ...]
@@ -803,7 +803,7 @@ def describe(plan: dict) -> str:
             parts.append(f"{entry['path']}: a {entry['type']}")
     present = [e["path"] for e in plan.get("entries", []) if e["path"] in base]
     if len(set(present)) == len(base):
-        parts.append("the standard files and links of course/judge/scenarios/ch08_workspace_read.py "
+        parts.append("the standard files and links of chapters/ch08_workspace_read/judge/plans.py "
                      "(BASE_FILES, LINKS, LONG_NAMES)")
     elif present:
         parts.append("of the standard files (BASE_FILES): " + ", ".join(visible(p) for p in present))

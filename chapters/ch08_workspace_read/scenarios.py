@@ -1,6 +1,6 @@
 """Chapter 08's generated scenarios, run: a plan is a workspace to build and the reads to make in it.
 
-A plan (JSON, drawn by `course.judge.scenarios.ch08_workspace_read`):
+A plan (JSON, drawn by `chapters.ch08_workspace_read.judge.plans`):
   {"rootLink": bool,          the root handed to the tool is a symbolic link to the workspace directory
    "rootSpelling": "str" | "path" | "slash" | "relative",   the root as a str, a pathlib.Path, a str ending
                               in "/", or "ws" relative to {tmp}, the current directory while the tool is

@@ -1,7 +1,7 @@
 """Chapter 06's citations (the sentences of the chapter text its checks enforce) and its hardening
 promises (what the project adds beyond the chapter). Headings and line numbers are those of
-`docs/chapters/ch06_tool_execution.txt` (the manifest's `text`); `tests/test_contracts.py` checks every
-quote against it. `docs/chapters/ch06_tool_execution.tracks.md` maps each check to its entry here."""
+`chapters/ch06_tool_execution/text.txt` (the manifest's `text`); `tests/test_contracts.py` checks every
+quote against it. `chapters/ch06_tool_execution/judge/tracks.md` maps each check to its entry here."""
 
 from course.judge.contracts import Cite, Promise
 
@@ -66,5 +66,5 @@ PROMISES: dict[str, Promise] = {promise.name: promise for promise in (
                                 "levels) becomes the error result 'Tool <name> returned output that is not JSON: …'"),
     Promise("loop-hardening", "chapter 07's hardening promises, kept by the reference loop running this executor: a "
                               "model that raises or breaks its stream, an observer that raises, the caller cancelling "
-                              "the run, progress after a call ended (course/judge/contracts/ch07_agent_loop.py)"),
+                              "the run, progress after a call ended (chapters/ch07_agent_loop/judge/contract.py)"),
 )}

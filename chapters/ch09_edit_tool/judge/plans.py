@@ -1,11 +1,11 @@
-"""Chapter 09's generated plans (shape: course.recorder.scenarios.ch09_edit_tool.EditPlan) and how a run is shown:
+"""Chapter 09's generated plans (shape: chapters.ch09_edit_tool.scenarios.EditPlan) and how a run is shown:
 each result (text, details, diff), each rename, the files afterwards (modes and bytes), all compared."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from course.judge.scenarios.ch08_workspace_read import _text_of, visible
+from chapters.ch08_workspace_read.judge.plans import _text_of, visible
 
 WORDS = ["alpha", "beta", "aa", "a", "é", "汉字", " ", "\t", "\r", "x"]
 """Line pieces: words met once or often, one overlapping itself ("aa"), multi-byte characters, a lone CR."""
@@ -64,7 +64,7 @@ def edit_plans(draw, *, max_lines=4, paths=(NOTES,), fail=False, modes=(None,)) 
     return {"entries": [{**notes, "mode": mode} if mode else notes, *ENTRIES], "edits": edits}
 
 
-KINDS = {  # section: (its plans, the sentences they enforce, course.judge.contracts.ch09_edit_tool)
+KINDS = {  # section: (its plans, the sentences they enforce, chapters.ch09_edit_tool.judge.contract)
     "match": (edit_plans(), ("count-overlapping", "no-match", "ambiguous", "one-place-only")),
     "diff": (edit_plans(max_lines=12), ("diff-how", "diff-direction")),
     "encoding": (edit_plans(paths=(NOTES, NOTES, "bad.bin", "latin1.txt")), ("bom", "line-ending", "restore")),
@@ -123,5 +123,5 @@ def describe(plan: dict) -> str:
              for n, e in enumerate(plan["edits"], 1)]
     return (f"{NOTES} holds {visible(bytes.fromhex(notes['hex']).decode())}" + (f" (mode {notes['mode']:04o})"
             if "mode" in notes else "") + ", beside chapter 08's secret and the entries of ENTRIES "
-            "(course/judge/scenarios/ch09_edit_tool.py) || edits: "
+            "(chapters/ch09_edit_tool/judge/plans.py) || edits: "
             + "; ".join(edits))

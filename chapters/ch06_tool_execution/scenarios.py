@@ -1,6 +1,6 @@
 """Chapter 06's generated scenarios, run: one call executed against a registry of generated tools.
 
-Two kinds of plan (JSON, drawn by `course.judge.scenarios.ch06_plans`; their shapes are the types below):
+Two kinds of plan (JSON, drawn by `chapters.ch06_tool_execution.judge.ch06_plans`; their shapes are the types below):
 
 - an execution (`ExecutionPlan`; sections `arguments`, `outputs`, `failures`, `context` and
   `hardening_outputs`): a registry of tools (each with its JSON Schema), the call to execute (its
@@ -120,7 +120,7 @@ class Does(TypedDict):
 
 class ExecutionPlan(TypedDict, total=False):
     kind: str
-    """Its kind (`course.judge.scenarios.ch06_plans.KINDS`): what it holds the executor to."""
+    """Its kind (`chapters.ch06_tool_execution.judge.ch06_plans.KINDS`): what it holds the executor to."""
     tools: Required[list[ToolSpec]]
     call: Required[CallSpec]
     argumentsEncoded: bool
@@ -136,7 +136,7 @@ class ExecutionPlan(TypedDict, total=False):
 class LoopRunPlan(TypedDict, total=False):
     kind: str
     loopPlan: Required[dict[str, Any]]
-    """A plan of `course.recorder.scenarios.ch07_agent_loop`."""
+    """A plan of `chapters.ch07_agent_loop.scenarios`."""
 
 TURNS = 500
 """Event-loop turns an execution may take: a tool here never waits on anything but the plan's gate."""
@@ -500,7 +500,7 @@ LOOP_TURNS = 50_000
 async def run_in_the_loop(loop_plan: dict, executor, load) -> dict:
     """Chapter 07's recorder running `loop_plan` on the reference loop with `executor` as its chapter 06;
     an executor that never answers ends the run after LOOP_TURNS turns of the event loop, not never."""
-    from course.recorder.scenarios import ch07_agent_loop
+    from chapters.ch07_agent_loop import scenarios as ch07_agent_loop
 
     loop = loop_with(executor)
     task = asyncio.ensure_future(ch07_agent_loop.run_plan(

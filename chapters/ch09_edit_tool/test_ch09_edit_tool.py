@@ -1,6 +1,6 @@
 """Chapter 09: the edit tool. One class per section; `pytest -k <section>` selects it.
 
-Most scenarios are plans run as the generated ones are (course.recorder.scenarios.ch09_edit_tool): a
+Most scenarios are plans run as the generated ones are (chapters.ch09_edit_tool.scenarios): a
 workspace beside chapter 08's secret, edits through the chapter 06 executor, and what they left on disk,
 in the chapter's notation. The README round trips run in the chapter 07 loop.
 """
@@ -13,7 +13,7 @@ import pytest
 from course.recorder.generated import generated_scenarios
 from course.recorder.harness import load_checkpoint, load_prerequisite, run_loop
 from course.recorder.record import jsonable
-from course.recorder.scenarios.ch09_edit_tool import run_plan
+from chapters.ch09_edit_tool.scenarios import run_plan
 from course.runtime import readme_example as readme
 from course.runtime.messages import assistant_message, text, tool_call, user_message
 from course.runtime.scripted import ScriptedModel
