@@ -25,11 +25,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers", "cites(*names, **per_param): the sentences of the chapter text the test enforces (names of the "
-                   "chapter's CITES in course/judge/contracts/; a keyword named as a parameter id gives that case's own)"
+                   "chapter's CITES in each chapter's `judge/contract.py`; a keyword named as a parameter id gives that case's own)"
     )
     config.addinivalue_line(
         "markers", "hardening(*names): a check of the hardening track (section 加固, beyond the chapter), with the "
-                   "project's promises it holds (names of the chapter's PROMISES in course/judge/contracts/)"
+                   "project's promises it holds (names of the chapter's PROMISES in each chapter's `judge/contract.py`)"
     )
 
 

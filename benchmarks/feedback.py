@@ -89,7 +89,7 @@ def time_check(chapter: str, repeat: int) -> PytestRun:
 
     module = find_chapter(chapter).module
     with tempfile.TemporaryDirectory(prefix="bench-check-") as student:
-        shutil.copy(ROOT / "checkpoints" / f"{module}.py", Path(student) / f"{module}.py")
+        shutil.copy(ROOT / find_chapter(chapter).reference_file, Path(student) / f"{module}.py")
         runs = timed_runs([sys.executable, "-m", "course", "check", chapter, "--impl", student], repeat)
     last = runs[-1][1]
     lines = last.stdout.strip().splitlines()

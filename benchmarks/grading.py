@@ -44,7 +44,7 @@ def time_grading(submissions: int, *, sandbox: bool, jobs: int = 2) -> GradingRu
         folder = Path(work) / "submissions"
         for n in range(submissions):
             (folder / f"s{n:03d}").mkdir(parents=True)
-            shutil.copy(ROOT / "checkpoints" / MODULE, folder / f"s{n:03d}" / MODULE)
+            shutil.copy(ROOT / "chapters" / MODULE.removesuffix(".py") / MODULE, folder / f"s{n:03d}" / MODULE)
         table = Path(work) / "grades.json"
         command = [sys.executable, "-m", "course", "grade", CHAPTER, str(folder), "--json", str(table),
                    "--jobs", str(jobs), *([] if sandbox else ["--no-sandbox", "--trusted"])]

@@ -1,14 +1,18 @@
 """The chapters of the course, in order: `course/catalogue.toml` (one `[[chapters]]` table each,
-read with tomllib) as `Chapter`s. A minimal chapter is its entry there, one checkpoint module
-(`checkpoints/<module>.py`) and one test module (`tests/test_<module>.py`): `course new NN "title"`
-writes all three (docs/instructors.md)."""
+read with tomllib) as `Chapter`s. Everything of a chapter is in its folder, `chapters/<module>/`, found
+there by convention (`Chapter`'s paths): a minimal chapter is its entry in the catalogue, its checkpoint
+module (`chapters/<module>/<module>.py`) and its test module (`chapters/<module>/test_<module>.py`);
+`course new NN "title"` writes all three (docs/instructors.md). What never runs beside student code is
+in the folder's `judge/`, which a graded copy leaves out."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import ModuleType
 
 HARDENING = "加固"
 """The hardening track, as a section name: what the project adds beyond a chapter's text. Its checks are
@@ -32,11 +36,17 @@ class Chapter:
     """Points per section for `course grade` (a section not listed is worth 1), earned in proportion
     to the section's scenarios passed."""
     text: str | None = field(default=None, compare=False)
-    """The chapter's text, as a path from the repository root (it may be absent: what cites it still
-    prints its stored quotes, `course.judge.contracts`)."""
+    """The chapter's text, as a path from the repository root, when it is not its folder's `text.txt` (it
+    may be absent: what cites it still prints its stored quotes, `course.judge.contracts`)."""
     hardening_weight: float = field(default=0.0, compare=False)
     """Points of the hardening track (加固, beyond the chapter) in `course grade`: 0 leaves it out unless
     `--hardening WEIGHT` asks for it; it never decides whether the chapter passes."""
+    masked_calls: tuple[str, ...] = field(default=(), compare=False)
+    """The module's coroutine functions its fixed scenarios call directly (not through the loop): a masked
+    scenario's test gets them run on the masked call (`course.recorder.mask`)."""
+    unmasked: str = field(default="", compare=False)
+    """Why a mask cannot take the chapter's fixed scenarios from a replay of the published records, if it
+    cannot: said on stderr at every grade with a secret."""
 
     @property
     def keyword(self) -> str:
@@ -44,15 +54,46 @@ class Chapter:
         return f"ch{self.number}"
 
     @property
+    def folder(self) -> str:
+        """The chapter's folder, from the repository root: everything of the chapter is in it."""
+        return f"{FOLDER}/{self.module}"
+
+    @property
+    def reference_file(self) -> str:
+        """The reference checkpoint (importable as `checkpoints.<module>`, checkpoints/__init__.py)."""
+        return f"{self.folder}/{self.module}.py"
+
+    @property
     def test_file(self) -> str:
-        return f"tests/test_{self.module}.py"
+        return f"{self.folder}/test_{self.module}.py"
 
     @property
     def snapshot_dir(self) -> str:
         """Where the chapter's snapshot files live (one per scenario)."""
-        return f"tests/__snapshots__/test_{self.module}"
+        return f"{self.folder}/__snapshots__/test_{self.module}"
+
+    @property
+    def judge_dir(self) -> str:
+        """What never runs beside student code (a graded copy leaves it out): plans, gallery, hints, ..."""
+        return f"{self.folder}/{JUDGE}"
+
+    @property
+    def text_path(self) -> str:
+        """The chapter's text, from the repository root: the catalogue's `text`, else its folder's text.txt."""
+        return self.text or f"{self.folder}/text.txt"
+
+    @property
+    def package(self) -> str:
+        """The folder as a Python package name: `<package>.scenarios`, `<package>.judge.plans`, ..."""
+        return f"{FOLDER}.{self.module}"
 
 
+FOLDER = "chapters"
+"""Where the chapters' folders are, from the repository root."""
+JUDGE = "judge"
+"""The part of a chapter's folder that never runs beside student code."""
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository (the course's checkout)."""
 CATALOGUE = Path(__file__).with_name("catalogue.toml")
 """The declarative list of the chapters (rustlings' info.toml is the model)."""
 REQUIRED = ("number", "module", "title")
@@ -71,7 +112,7 @@ def _field_problem(entry: dict) -> str | None:
         return f"module {module!r} is not a Python module name starting with ch{number}_"
     if not (isinstance(entry["title"], str) and entry["title"].strip()):
         return "its title is not a text"
-    for key in ("names", "runs_in"):
+    for key in ("names", "runs_in", "masked_calls"):
         if not all(isinstance(name, str) and name.isidentifier() for name in entry.get(key, ())):
             return f"{key} is not a list of Python names"
     weights = entry.get("weights", {})
@@ -80,6 +121,8 @@ def _field_problem(entry: dict) -> str | None:
         return "weights is not a table of section = points (numbers, at least 0)"
     if not isinstance(entry.get("text", ""), str):
         return "text is not a path (from the repository root) in quotes"
+    if not isinstance(entry.get("unmasked", ""), str):
+        return "unmasked is not a text"
     weight = entry.get("hardening_weight", 0)
     if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight < 0:
         return "hardening_weight is not a number of points, at least 0"
@@ -111,6 +154,7 @@ def load_catalogue(path: Path = CATALOGUE) -> list[Chapter]:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise CatalogueError(f"{path}: cannot be read as TOML: {error}") from None
     entries = data.get("chapters")
+    _demo_problem(data.get("demo", {}), path)
     if not isinstance(entries, list) or not entries:
         raise CatalogueError(f"{path}: no [[chapters]] tables")
     chapters = [_chapter(entry, n, path) for n, entry in enumerate(entries, 1)]
@@ -121,7 +165,17 @@ def load_catalogue(path: Path = CATALOGUE) -> list[Chapter]:
     return chapters
 
 
+def _demo_problem(demo: object, path: Path) -> None:
+    if not isinstance(demo, dict) or not all(isinstance(v, str) for v in demo.values()):
+        raise CatalogueError(f"{path}: [demo] is not a table of chapter numbers in quotes")
+
+
 CHAPTERS: list[Chapter] = load_catalogue()
+
+
+def demo_chapters(path: Path = CATALOGUE) -> dict[str, str]:
+    """`course demo`'s chapters by role (`loop`, `workspace`): the catalogue's [demo] table."""
+    return dict(tomllib.loads(path.read_text(encoding="utf-8")).get("demo", {}))
 
 
 def find_chapter(number: str) -> Chapter:
@@ -131,3 +185,15 @@ def find_chapter(number: str) -> Chapter:
             return chapter
     known = ", ".join(c.number for c in CHAPTERS)
     raise LookupError(f"No chapter {number!r}; the chapters are {known}")
+
+
+def chapter_part(module: str, part: str) -> ModuleType | None:
+    """A module of the chapter's folder (`part`: "judge.gallery", "judge.contract", ...), or None when the
+    chapter has none: those parts are optional. One that is there but fails to import raises."""
+    name = f"{FOLDER}.{module}.{part}"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as missing:
+        if missing.name and missing.name.startswith(f"{FOLDER}.{module}") and name.startswith(missing.name):
+            return None
+        raise

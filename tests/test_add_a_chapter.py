@@ -1,6 +1,6 @@
 """docs/instructors.md's add-a-chapter checklist, followed step by step in a temporary clone of the
 course: `course new 10 "Shouting"`, the skeleton filled in as an instructor would (a checkpoint of two
-functions, its catalogue entry's names and its tox environment, snapshot tests of a plain string and a
+functions and its catalogue entry's names, snapshot tests of a plain string and a
 list in two sections), then every command on chapter 10. The chapter has no gallery, no hints, no stored signatures and no
 generated plans: nothing of another chapter may notice (`pytest -k ch07` passes the same tests).
 
@@ -130,18 +130,12 @@ class Clone:
 
 
 def fill_in(clone: Clone) -> None:
-    """Step 2: the chapter's checkpoint and tests in place of the skeleton's, its names in the catalogue, its
-    tox environment."""
-    clone.write("checkpoints/ch10_shouting.py", CHECKPOINT)
-    clone.write("tests/test_ch10_shouting.py", TESTS)
+    """Step 2: the chapter's checkpoint and tests in place of the skeleton's, its names in the catalogue."""
+    clone.write("chapters/ch10_shouting/ch10_shouting.py", CHECKPOINT)
+    clone.write("chapters/ch10_shouting/test_ch10_shouting.py", TESTS)
     catalogue = (clone.root / "course" / "catalogue.toml").read_text(encoding="utf-8")
     assert catalogue.count('names = ["example"]') == 1
     clone.write("course/catalogue.toml", catalogue.replace('names = ["example"]', 'names = ["shout", "words"]'))
-    tox = (clone.root / "tox.ini").read_text(encoding="utf-8")
-    tox, named = re.subn(r"\[testenv:ch\{([\d,]+)\}\]", r"[testenv:ch{\1,10}]", tox)
-    tox, listed = re.subn(r"^(env_list = .*\bch\d\d)\b", r"\1, ch10", tox, flags=re.MULTILINE)
-    assert (named, listed) == (1, 1)
-    clone.write("tox.ini", tox)
 
 
 def follow_the_checklist(clone: Clone) -> dict[str, tuple[int, str]]:
@@ -149,9 +143,7 @@ def follow_the_checklist(clone: Clone) -> dict[str, tuple[int, str]]:
     done = {"ch07 before": clone.pytest("-k", "ch07")}
     done["new"] = clone.course("new", "10", "Shouting")
     done["skeleton pytest"] = clone.pytest("-k", "ch10")
-    done["tox before"] = clone.pytest("tests/test_docs.py", "-k", "tox")
     fill_in(clone)
-    done["tox"] = clone.pytest("tests/test_docs.py", "-k", "tox")
     done["update"] = clone.course("snapshots", "update", "10")
     done["pytest"] = clone.pytest("-k", "ch10")
     done["check"] = clone.course("check", "10")
@@ -187,28 +179,21 @@ def test_new_writes_a_skeleton_that_passes_its_own_tests(steps):
     code, out = steps["new"]
     assert code == 0, out
     assert out.splitlines()[:5] == ["chapter 10 — Shouting", "  wrote course/catalogue.toml",
-                                    "  wrote checkpoints/ch10_shouting.py", "  wrote tests/test_ch10_shouting.py",
-                                    "  wrote 2 snapshots in tests/__snapshots__/test_ch10_shouting/ (from the reference)"]
+                                    "  wrote chapters/ch10_shouting/ch10_shouting.py", "  wrote chapters/ch10_shouting/test_ch10_shouting.py",
+                                    "  wrote 2 snapshots in chapters/ch10_shouting/__snapshots__/test_ch10_shouting/ (from the reference)"]
     code, out = steps["skeleton pytest"]
     assert (code, passed_count(out)) == (0, 2), out
-
-
-def test_the_chapter_gets_its_tox_environment(steps):
-    code, out = steps["tox before"]
-    assert code == 1 and "tox.ini's [testenv:ch{...}] names" in out and "'10']" in out, out
-    code, out = steps["tox"]
-    assert (code, passed_count(out)) == (0, 1), out
 
 
 def test_snapshots_update_replaces_the_skeleton_s_snapshots_with_the_chapter_s(steps):
     code, out = steps["update"]
     assert code == 0, out
     assert out.splitlines() == [
-        "chapter 10 (tests/__snapshots__/test_ch10_shouting/): 3 added, 0 changed, 2 removed, 3 snapshots in all",
+        "chapter 10 (chapters/ch10_shouting/__snapshots__/test_ch10_shouting/): 3 added, 0 changed, 2 removed, 3 snapshots in all",
         "  added    TestShout.test_empty.txt", "  added    TestShout.test_hi.txt",
         "  added    TestWords.test_two_words.txt",
         "  removed  TestExample.test_empty_text.txt", "  removed  TestExample.test_two_words.txt"]
-    stored = steps["clone"].root / "tests" / "__snapshots__" / "test_ch10_shouting"
+    stored = steps["clone"].root / "chapters" / "ch10_shouting" / "__snapshots__" / "test_ch10_shouting"
     # A plain string and a list, each in the course's notation without a renderer of the chapter's.
     assert (stored / "TestShout.test_hi.txt").read_text(encoding="utf-8") == '## value\n"HI!"\n'
     assert (stored / "TestWords.test_two_words.txt").read_text(encoding="utf-8") == \
@@ -298,7 +283,7 @@ def test_grade_passes_the_reference_and_fails_the_wrong_module(steps):
 def test_the_gate_skips_the_chapter_without_a_gallery(steps):
     code, out = steps["mutants"]
     assert (code, out) == (0, "Chapter 10 — Shouting: skipped, no gallery of known mistakes "
-                              "(course/judge/gallery/ch10_shouting.py); add one to have its tests held to them\n\n")
+                              "(chapters/ch10_shouting/judge/gallery.py); add one to have its tests held to them\n\n")
 
 
 def test_pytest_k_ch07_is_unaffected_by_a_chapter_without_gallery_or_hints(steps):

@@ -138,7 +138,7 @@ def test_the_starter_asks_only_for_what_the_chapter_teaches():
     imported = {node.module: {alias.name for alias in node.names} for node in ast.parse(source).body
                 if isinstance(node, ast.ImportFrom) and node.module != "__future__"}
     assert imported == TAUGHT
-    text = (ROOT / CH06.text).read_text(encoding="utf-8")
+    text = (ROOT / CH06.text_path).read_text(encoding="utf-8")
     assert all(name in text for names in TAUGHT.values() for name in names - {"ToolCall", "ToolResultMessage"})
     for beyond in ("加固", "hardening", "output_problem", "check_json", "not a dict with a content list"):
         assert beyond not in source, f"the chapter 06 starter names {beyond!r}, which the chapter does not teach"

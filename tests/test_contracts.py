@@ -13,7 +13,8 @@ import pytest
 
 from course.judge import contracts, differential
 from course.judge.index import expected_scenarios
-from chapters.ch06_tool_execution.judge import ch06_plans, ch07_plans
+from chapters.ch06_tool_execution.judge import ch06_plans
+from chapters.ch07_agent_loop.judge import ch07_plans
 from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,7 @@ def test_chapter_07_has_a_table_and_a_text_in_the_manifest():
 def test_every_quote_is_on_the_line_it_cites(chapter: Chapter):
     path = contracts.text_path(chapter, ROOT)
     if path is None:
-        pytest.skip(f"chapter {chapter.number}'s text ({chapter.text}) is not here: the quotes cannot be checked "
+        pytest.skip(f"chapter {chapter.number}'s text ({chapter.text_path}) is not here: the quotes cannot be checked "
                     "against it (they still print, stored with each citation)")
     assert contracts.quote_problems(contracts.for_chapter(chapter.module), path.read_text(encoding="utf-8")) == []
 
@@ -121,13 +122,13 @@ def test_a_chapter_without_a_text_or_a_table_breaks_nothing(tmp_path):
     assert contracts.text_path(Chapter("98", "ch98", "No text"), tmp_path) is None
 
 
-# --- chapter 06: the same pattern, its plans in course/judge/scenarios/ch06_plans.py ----------------
+# --- chapter 06: the same pattern, its plans in chapters/ch06_tool_execution/judge/ch06_plans.py ----------------
 
 EXECUTOR = find_chapter("06")
 
 
 def test_chapter_06_has_a_table_and_a_text_in_the_manifest():
-    assert EXECUTOR in CITING and EXECUTOR.text == "chapters/ch06_tool_execution/text.txt"
+    assert EXECUTOR in CITING and EXECUTOR.text_path == "chapters/ch06_tool_execution/text.txt"
 
 
 def test_every_kind_of_chapter_06_plan_cites_the_chapter_or_names_a_promise():

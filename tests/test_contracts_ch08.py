@@ -22,8 +22,8 @@ TABLE = contracts.for_chapter(READ.module)
 
 
 def test_chapter_08_has_a_table_and_a_text_in_the_manifest():
-    assert READ.text == "chapters/ch08_workspace_read/text.txt"
-    assert contracts.quote_problems(TABLE, (ROOT / READ.text).read_text(encoding="utf-8")) == []
+    assert READ.text_path == "chapters/ch08_workspace_read/text.txt"
+    assert contracts.quote_problems(TABLE, (ROOT / READ.text_path).read_text(encoding="utf-8")) == []
 
 
 def test_every_kind_of_read_cites_the_chapter():

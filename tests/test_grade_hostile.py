@@ -43,7 +43,7 @@ pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI do
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = find_chapter("07")
-REFERENCE = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8")
+REFERENCE = (ROOT / LOOP.reference_file).read_text(encoding="utf-8")
 WRONG = next(v for v in mutants.variants(LOOP) if v.name == "length-executes-tools").source(REFERENCE)
 MARK = f"hostile-{secrets.token_hex(4)}"
 """In every path and command line the hostile submissions make: what the checks below look for."""
@@ -60,8 +60,8 @@ def hostile(course: Path, submissions: Path) -> dict[str, str]:
         # Rewrites the checkout: its conftest, a snapshot, the reference, and another submission.
         "rewrites": WRONG + f'''
 import pathlib
-for _target in ["{course}/tests/conftest.py", "{course}/{LOOP.snapshot_dir}/TestPureStop.test_pure_stop.txt",
-                "{course}/checkpoints/{LOOP.module}.py", "{submissions}/honest/{LOOP.module}.py"]:
+for _target in ["{course}/conftest.py", "{course}/{LOOP.snapshot_dir}/TestPureStop.test_pure_stop.txt",
+                "{course}/{LOOP.reference_file}", "{submissions}/honest/{LOOP.module}.py"]:
     try:
         with open(_target, "a") as _file:
             _file.write("\\n# {MARK}\\n")
@@ -133,9 +133,10 @@ def digest(*folders: Path) -> dict[str, str]:
 
 
 def copy_course(target: Path) -> Path:
-    for folder in ("course", "checkpoints", "tests"):
+    for folder in ("course", "checkpoints", "tests", "chapters"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
-    shutil.copy(ROOT / "pyproject.toml", target)
+    for name in ("pyproject.toml", "conftest.py"):
+        shutil.copy(ROOT / name, target)
     return target
 
 
@@ -175,10 +176,10 @@ class Grades:
         self.judged = judged_submissions(workspace)
         self.chapter06 = workspace / "chapter06"  # its in_the_loop plans run it in chapter 07's reference loop
         (self.chapter06 / "reference").mkdir(parents=True)
-        shutil.copy(ROOT / "checkpoints" / "ch06_tool_execution.py", self.chapter06 / "reference")
+        shutil.copy(ROOT / "chapters" / "ch06_tool_execution" / "ch06_tool_execution.py", self.chapter06 / "reference")
         self.chapter08 = workspace / "chapter08"  # its device scenarios need a device node no sandbox lets it make
         (self.chapter08 / "reference").mkdir(parents=True)
-        shutil.copy(ROOT / "checkpoints" / "ch08_workspace_read.py", self.chapter08 / "reference")
+        shutil.copy(ROOT / "chapters" / "ch08_workspace_read" / "ch08_workspace_read.py", self.chapter08 / "reference")
         self.cache = poisoned_cache(workspace / "poisoned-cache")
         env = {**os.environ, "TINY_PI_TEST_SECRET": SECRET, "OPENAI_API_KEY": SECRET}
         judged = [str(self.judged[name]) for name in ("malformed", "tampered", "fifo", "spoof", "daemon", "poisoned")]
@@ -596,7 +597,7 @@ print("EVIDENCE MiB written:", _json.dumps(_FILLED))
     }.items():
         write(folders["tampered"] / name, source)
     (folders["tampered"] / "linked_module").mkdir()
-    (folders["tampered"] / "linked_module" / f"{LOOP.module}.py").symlink_to(ROOT / "checkpoints" / f"{LOOP.module}.py")
+    (folders["tampered"] / "linked_module" / f"{LOOP.module}.py").symlink_to(ROOT / LOOP.reference_file)
 
     write(folders["fifo"] / "honest", REFERENCE)
     write(folders["fifo"] / "fifo_record", REFERENCE + FORGE + "\nimport os\nos.unlink(_course_arg('--course-record='))\n"

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI do
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = find_chapter("07")
-REFERENCE = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8")
+REFERENCE = (ROOT / LOOP.reference_file).read_text(encoding="utf-8")
 BUSY = 8
 """CPU-bound processes beside the grade: four times the cores of the machines the course is tested on."""
 

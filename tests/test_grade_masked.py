@@ -25,7 +25,7 @@ pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI do
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = find_chapter("07")
-GALLERY = ROOT / "course" / "judge" / "gallery" / "loops"
+GALLERY = ROOT / LOOP.judge_dir / "loops"
 WRONG = ("ch07_only_length_pairs_its_calls", "ch07_progress_id_of_the_last_call")
 SECRET = secrets.token_hex(16)
 
@@ -106,7 +106,7 @@ class Grades:
         self.class_ = workspace / "class"
         records = json.dumps(published_records(workspace))
         honest = (ROOT / "tests" / "chapter_loops" / "gather_loop.py").read_text(encoding="utf-8")
-        sources = {"reference": (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8"),
+        sources = {"reference": (ROOT / LOOP.reference_file).read_text(encoding="utf-8"),
                    "gather": honest,
                    "replays": ALWAYS.format(records=records),
                    # The wrong loop of the gallery when run by plain pytest; a replay when graded.
@@ -132,7 +132,7 @@ class Grades:
         module = find_chapter(number).module
         folder = self.workspace / f"chapter{number}" / "reference"
         folder.mkdir(parents=True)
-        (folder / f"{module}.py").write_bytes((ROOT / "checkpoints" / f"{module}.py").read_bytes())
+        (folder / f"{module}.py").write_bytes((ROOT / find_chapter(number).reference_file).read_bytes())
         return folder.parent
 
     def table(self, name: str) -> dict[str, dict]:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI do
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = find_chapter("07")
-REFERENCE_LOOP = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8")
+REFERENCE_LOOP = (ROOT / LOOP.reference_file).read_text(encoding="utf-8")
 # Seconds per submission. The honest ones must never reach it however loaded the machine is; the one
 # that hangs in every batch always does (each of its scenarios takes the scenario limit).
 GRADE_TIMEOUT, WALL_TIMEOUT, SPIN_TIMEOUT = 240, 20, 8
@@ -203,8 +203,10 @@ def launch(tmp_path_factory) -> Launched:
 
     # A copy of the course's tests whose snapshots `snapshots update` may rewrite.
     course_copy = ws / "course"
-    shutil.copytree(ROOT / "tests", course_copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", course_copy)
+    for folder in ("tests", "chapters"):
+        shutil.copytree(ROOT / folder, course_copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "conftest.py"):
+        shutil.copy(ROOT / name, course_copy)
     snapshots = course_copy / LOOP.snapshot_dir
     (snapshots / "TestPureStop.test_pure_stop.txt").write_text("## observations\nstale\n", encoding="utf-8")
     (snapshots / "TestAbortAndMaxSteps.test_max_steps_one.txt").unlink()
@@ -212,10 +214,10 @@ def launch(tmp_path_factory) -> Launched:
 
     # A clone with a wrong student/ in it: plain pytest there judges student/ (the one rule).
     with_student = ws / "with_student"
-    shutil.copytree(ROOT / "tests", with_student / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    for folder in ("checkpoints", "benchmarks"):
+    for folder in ("tests", "chapters", "checkpoints", "benchmarks"):
         shutil.copytree(ROOT / folder, with_student / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", with_student)
+    for name in ("pyproject.toml", "conftest.py"):
+        shutil.copy(ROOT / name, with_student)
     write_module(with_student / "student", TOOLS_ON_LENGTH)
 
     launched = Launched(ws)

@@ -28,7 +28,7 @@ def lower_priority() -> None:
     of test_harness_cli, whose time limits must not be starved (it is started with the others)."""
     os.nice(10)
 LOOP = find_chapter("07")
-REFERENCE_LOOP = (ROOT / "checkpoints" / f"{LOOP.module}.py").read_text(encoding="utf-8")
+REFERENCE_LOOP = (ROOT / LOOP.reference_file).read_text(encoding="utf-8")
 CHAPTER_TEXT = Path("/work/shared/spec/000_b463beaf6860d93c.txt")
 
 

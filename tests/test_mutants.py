@@ -56,11 +56,10 @@ def chapter_without_gallery(monkeypatch, tmp_path):
     """A chapter 99 in the catalogue with a checkpoint and tests but nothing optional (no gallery, no
     signatures, no hints, no generated plans), in a copy of the course's files."""
     chapter = Chapter("99", "ch99_nothing_optional", "A chapter with nothing optional", ("answer",))
-    (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / f"{chapter.module}.py").write_text("def answer():\n    return 42\n")
-    (tmp_path / "tests").mkdir()
-    for c in CHAPTERS:
+    for c in [*CHAPTERS, chapter]:
+        (tmp_path / c.folder).mkdir(parents=True)
         (tmp_path / c.test_file).write_text("")
+    (tmp_path / chapter.reference_file).write_text("def answer():\n    return 42\n")
     (tmp_path / chapter.test_file).write_text("def test_answer():\n    pass\n")
     monkeypatch.setattr(mutants, "REPO", tmp_path)
     with_it = [*CHAPTERS, chapter]
@@ -76,7 +75,7 @@ def test_the_gate_skips_a_chapter_without_a_gallery_with_a_clear_line(chapter_wi
     assert main(["mutants", "99"]) == 0
     assert capsys.readouterr().out == (
         "Chapter 99 — A chapter with nothing optional: skipped, no gallery of known mistakes "
-        "(course/judge/gallery/ch99_nothing_optional.py); add one to have its tests held to them\n\n")
+        "(chapters/ch99_nothing_optional/judge/gallery.py); add one to have its tests held to them\n\n")
     assert mutants.diagnose("99", {"test_answer": "failed: AssertionError"}) == []
 
 
@@ -84,7 +83,7 @@ def test_a_gallery_that_fails_to_import_is_an_error_not_a_chapter_without_one(mo
     def fails(name, *args, **kwargs):  # the gallery is there, but imports a module that is not
         raise ModuleNotFoundError("No module named 'hypothetical'", name="hypothetical")
 
-    monkeypatch.setattr(mutants.importlib, "import_module", fails)
+    monkeypatch.setattr(manifest.importlib, "import_module", fails)
     with pytest.raises(ModuleNotFoundError, match="hypothetical"):
         mutants.gallery(find_chapter("07"))
 

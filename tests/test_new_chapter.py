@@ -72,8 +72,8 @@ def course(tmp_path, monkeypatch):
     (tmp_path / "course").mkdir()
     shutil.copy(manifest.CATALOGUE, tmp_path / "course" / "catalogue.toml")
     (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "tests").mkdir()
     for chapter in CHAPTERS:
+        (tmp_path / chapter.folder).mkdir(parents=True)
         shutil.copy(ROOT / chapter.test_file, tmp_path / chapter.test_file)
     monkeypatch.setattr(manifest, "CATALOGUE", tmp_path / "course" / "catalogue.toml")
     monkeypatch.chdir(tmp_path)  # (course_root: the current directory, holding the chapters' tests)
@@ -94,17 +94,17 @@ def test_new_writes_the_checkpoint_its_tests_and_its_entry_then_the_snapshots(co
     assert capsys.readouterr().out.splitlines() == [
         "chapter 10 — Counting words",
         "  wrote course/catalogue.toml",
-        "  wrote checkpoints/ch10_counting_words.py",
-        "  wrote tests/test_ch10_counting_words.py",
-        "  wrote 1 snapshots in tests/__snapshots__/test_ch10_counting_words/ (from the reference)",
+        "  wrote chapters/ch10_counting_words/ch10_counting_words.py",
+        "  wrote chapters/ch10_counting_words/test_ch10_counting_words.py",
+        "  wrote 1 snapshots in chapters/ch10_counting_words/__snapshots__/test_ch10_counting_words/ (from the reference)",
         "",
         "next: course check 10; then write the chapter, step by step: docs/instructors.md",
     ]
     assert load_catalogue(manifest.CATALOGUE) == [*CHAPTERS, Chapter("10", "ch10_counting_words", "Counting words",
                                                                       ("example",))]
     assert course.pytest_runs == [(["10"], ["--snapshot-update"])]
-    checkpoint = (course.root / "checkpoints" / "ch10_counting_words.py").read_text(encoding="utf-8")
-    tests = (course.root / "tests" / "test_ch10_counting_words.py").read_text(encoding="utf-8")
+    checkpoint = (course.root / "chapters" / "ch10_counting_words" / "ch10_counting_words.py").read_text(encoding="utf-8")
+    tests = (course.root / "chapters" / "ch10_counting_words" / "test_ch10_counting_words.py").read_text(encoding="utf-8")
     assert checkpoint.startswith('"""Chapter 10: Counting words.\n') and "\ndef example(text: str) -> dict:\n" in checkpoint
     assert 'return load_checkpoint("ch10_counting_words")' in tests and '@pytest.mark.section("basics")' in tests
     assert "        assert ch10.example(\"hello world\") == snapshot\n" in tests
@@ -114,13 +114,14 @@ def test_new_writes_the_checkpoint_its_tests_and_its_entry_then_the_snapshots(co
 
 def test_new_writes_nothing_where_a_file_of_the_chapter_is_there_already(course, capsys):
     before = manifest.CATALOGUE.read_text(encoding="utf-8")
-    (course.root / "tests" / "test_ch10_counting_words.py").write_text("# an instructor's own\n")
+    (course.root / "chapters" / "ch10_counting_words").mkdir()
+    (course.root / "chapters" / "ch10_counting_words" / "test_ch10_counting_words.py").write_text("# an instructor's own\n")
     assert cli.main(["new", "10", "Counting words"]) == 2
-    assert capsys.readouterr().err == ("course new: tests/test_ch10_counting_words.py is there already: "
+    assert capsys.readouterr().err == ("course new: chapters/ch10_counting_words/test_ch10_counting_words.py is there already: "
                                        "it is left as it is\n")
     assert manifest.CATALOGUE.read_text(encoding="utf-8") == before
-    assert not (course.root / "checkpoints" / "ch10_counting_words.py").exists()
-    assert (course.root / "tests" / "test_ch10_counting_words.py").read_text() == "# an instructor's own\n"
+    assert not (course.root / "chapters" / "ch10_counting_words" / "ch10_counting_words.py").exists()
+    assert (course.root / "chapters" / "ch10_counting_words" / "test_ch10_counting_words.py").read_text() == "# an instructor's own\n"
     assert course.pytest_runs == []
 
 
@@ -130,7 +131,7 @@ def test_new_writes_nothing_when_the_catalogue_cannot_take_the_entry(course, cap
     assert cli.main(["new", "10", "Counting words"]) == 2
     assert f"catalogue.toml: chapter {len(CHAPTERS) + 1} (9) has no module, title" in capsys.readouterr().err
     assert manifest.CATALOGUE.read_text(encoding="utf-8") == before
-    assert not any((course.root / "checkpoints").iterdir()) and not (course.root / "tests" / "test_ch10_counting_words.py").exists()
+    assert not (course.root / "chapters" / "ch10_counting_words").exists()
 
 
 def test_new_refuses_a_catalogue_outside_the_course(course, monkeypatch, tmp_path_factory, capsys):
@@ -139,7 +140,7 @@ def test_new_refuses_a_catalogue_outside_the_course(course, monkeypatch, tmp_pat
     monkeypatch.setattr(manifest, "CATALOGUE", elsewhere)
     assert cli.main(["new", "10", "Counting words"]) == 2
     assert "run `course new` in your clone of the course" in capsys.readouterr().err
-    assert not any((course.root / "checkpoints").iterdir())
+    assert not (course.root / "chapters" / "ch10_counting_words").exists()
 
 
 def test_a_chapter_without_stored_snapshots_says_so_in_check_and_hint(monkeypatch, capsys):

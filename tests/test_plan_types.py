@@ -14,7 +14,7 @@ from course.judge import differential
 from chapters.ch07_agent_loop.judge import ch07_plans
 from chapters.ch07_agent_loop.scenarios import Plan
 
-PINNED = Path(differential.__file__).with_name("scenarios") / "pinned" / "ch07_agent_loop.json"
+PINNED = differential.pinned_file("ch07_agent_loop")
 
 
 def problems(value: object, kind: object, where: str = "plan") -> list[str]:

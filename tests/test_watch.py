@@ -98,7 +98,7 @@ class Watching:
     first test of the session, so its first check runs while the other modules do)."""
 
     def __init__(self, directory: Path) -> None:
-        (directory / "ch07_agent_loop.py").write_text((ROOT / "checkpoints" / "ch07_agent_loop.py").read_text())
+        (directory / "ch07_agent_loop.py").write_text((ROOT / "chapters" / "ch07_agent_loop" / "ch07_agent_loop.py").read_text())
         self.child = subprocess.Popen([sys.executable, "-m", "course", "watch", "07", f"--impl={directory}"],
                                       cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       env={**os.environ, "NO_COLOR": "1"}, preexec_fn=lower_priority)

@@ -436,7 +436,7 @@ def loop_with(execute_tool_call) -> ModuleType:
     if found is not None and found[0] is execute_tool_call:
         return found[1]
     name = f"_tiny_pi_reference_loop_{len(_loops)}"
-    path = Path(importlib.util.find_spec("checkpoints").origin).parent / "ch07_agent_loop.py"
+    path = next(p for p in (Path(d) / "ch07_agent_loop.py" for d in importlib.import_module("checkpoints").__path__) if p.is_file())
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up

@@ -1,4 +1,5 @@
-"""`course demo` (and plain `course`): the chapter 07 README round trip, printed as the chapter writes it.
+"""`course demo` (and plain `course`): the README round trip of the loop chapter, printed as the chapter
+writes it (the catalogue's [demo] names the chapters: `loop`, and `workspace` for its read tool).
 
 Imported only when the demo runs (see course.judge.cli): the loop and jsonschema are what it needs and
 the other commands do not.
@@ -17,6 +18,11 @@ from course.runtime.clock import StepClock, use_clock
 from course.recorder.harness import load_checkpoint, run_loop
 from course.runtime.scripted import ScriptedModel
 from course.runtime.tools import Registry
+from course.manifest import Chapter, demo_chapters, find_chapter
+
+
+def _demo(role: str) -> Chapter:
+    return find_chapter(demo_chapters()[role])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             if root == temporary:
                 Path(root, "README.md").write_text(readme_example.README + "\n", encoding="utf-8")
             try:
-                read_tool = load_checkpoint("ch08_workspace_read").create_read_tool(root)
+                read_tool = load_checkpoint(_demo("workspace").module).create_read_tool(root)
             except ValueError as error:
                 print(f"course: {error}", file=sys.stderr)
                 return 2
@@ -52,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
             on = f"{args.provider} model {args.model}"
 
     if where is None:
-        print(f"Chapter 07 — README round trip on {on}\n")
+        print(f"Chapter {_demo('loop').number} — README round trip on {on}\n")
     else:
-        print(f"Chapter 08 — README round trip on {on} with the workspace read tool on {where}\n")
+        print(f"Chapter {_demo('workspace').number} — README round trip on {on} with the workspace read tool on {where}\n")
     print(run.render() if args.json else run.render().split("\n## messages")[0], end="")
     if args.provider is not None:
         error = run.messages[-1].get("errorMessage")
@@ -66,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _demo_run(model, read_tool):
     return await run_loop(
-        load_checkpoint("ch07_agent_loop"),
+        load_checkpoint(_demo("loop").module),
         model=model,
         context=readme_example.context(),
         tools=Registry([read_tool]),

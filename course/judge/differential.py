@@ -32,6 +32,7 @@ from course.judge import scenarios as judge_scenarios
 from course.judge import secret
 from course.judge.render import render_record
 from course.judge.timeline import first_divergence
+from course.manifest import FOLDER, JUDGE, ROOT
 from course.recorder import impl
 from course.recorder import scenarios as recorder_scenarios
 from course.recorder.limits import PlanTimedOut, time_limit
@@ -122,15 +123,16 @@ def cache_directory() -> Path | None:
 @functools.lru_cache(maxsize=1)
 def _sources_digest() -> str:
     """What drawn plans and the reference's runs depend on: every source file of the course and the
-    reference checkpoints, Hypothesis's version and Python's. Any change makes a new cache entry."""
+    chapters' folders (their references, scenarios and plans), Hypothesis's version and Python's. Any change
+    makes a new cache entry."""
     import hypothesis
 
     digest = hashlib.sha256(f"{hypothesis.__version__} {sys.version}".encode())
     root = Path(__file__).resolve().parents[2]
-    for folder in ("course", "checkpoints"):
+    for folder in ("course", "checkpoints", FOLDER):
         for path in sorted((root / folder).rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    for path in sorted(PINNED.glob("*.json")):  # pinned plans are drawn plans too
+    for path in sorted((root / FOLDER).glob(f"*/{JUDGE}/pinned.json")):  # pinned plans are drawn plans too
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -163,14 +165,16 @@ def draw_plans(module: str, section: str, *, seed: str | bytes | int | None = No
                    lambda: _draw_plans(module, section, seed=seed, multiplier=multiplier))
 
 
-PINNED = Path(__file__).with_name("scenarios") / "pinned"
+def pinned_file(module: str) -> Path:
+    """The chapter's pinned plans, `chapters/<module>/judge/pinned.json` (optional)."""
+    return ROOT / FOLDER / module / JUDGE / "pinned.json"
 
 
 def pinned_plans(module: str, section: str) -> list[dict]:
-    """The section's pinned plans (`scenarios/pinned/<module>.json`, then the chapter's `PINNED`, each
+    """The section's pinned plans (the chapter's `judge/pinned.json`, then its plans module's `PINNED`, each
     {section: [{"why", "plan"}]}): cases a wrong implementation was once found to pass that drawn plans
     reach only by luck, run first, always."""
-    path = PINNED / f"{module}.json"
+    path = pinned_file(module)
     entries = json.loads(path.read_text(encoding="utf-8")).get(section, []) if path.exists() else []
     entries += getattr(judge_scenarios.for_chapter(module), "PINNED", {}).get(section, [])
     return [entry["plan"] for entry in entries]

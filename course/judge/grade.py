@@ -196,17 +196,8 @@ def reference_folder(chapter: Chapter, root: Path, work: Path) -> Path:
     """A submission folder holding the chapter's reference module (graded as any submission is)."""
     folder = work / "reference"
     folder.mkdir(parents=True)
-    (folder / f"{chapter.module}.py").write_bytes((root / "checkpoints" / f"{chapter.module}.py").read_bytes())
+    (folder / f"{chapter.module}.py").write_bytes((root / chapter.reference_file).read_bytes())
     return folder
-
-
-UNMASKED = {
-    "ch08_workspace_read": "chapter 08's fixed scenarios judge the read tool on the workspace files its tests write, "
-                           "which are not masked (only the ids, texts, tool names and clock of the scenarios that run "
-                           "the loop are): a submission replaying the published reads still earns their points",
-}
-"""The chapters whose fixed scenarios a mask cannot take from a replay, and why: said on stderr at every grade with a
-secret (README, Grading a class)."""
 
 
 def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wall: float, timeout: float,
@@ -242,8 +233,8 @@ def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: froze
         print(f"course grade: the reference's masked run rendered no answer for {len(published)} fixed scenario(s), "
               f"judged in their published form (a replay of their answers is not stopped): {', '.join(published)}",
               file=sys.stderr)
-    if chapter.module in UNMASKED:
-        print(f"course grade: {UNMASKED[chapter.module]}", file=sys.stderr)
+    if chapter.unmasked:  # (the catalogue says why a mask cannot protect the chapter's fixed scenarios)
+        print(f"course grade: {chapter.unmasked}", file=sys.stderr)
 
 
 def _target(link: Path) -> str:

@@ -6,7 +6,7 @@ patch that must apply exactly once, so a change to the reference shows up as a f
 a silently dead variant), or the chapter's starter module (every function `raise
 NotImplementedError`). Each variant is written into a temporary student directory and judged by
 the chapter's own test module through `--impl=DIR`, like a student's code. The failing tests of
-a variant are its signature; `mutant_signatures.json` keeps them (`course mutants
+a variant are its signature; each chapter's `judge/signatures.json` keeps them (`course mutants
 --write-signatures`), and `diagnose` matches a student's failures against them.
 """
 
@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import difflib
 import gc
-import importlib
 import io
 import json
 import os
@@ -34,12 +33,17 @@ import checkpoints
 from course.judge import processes, session, starter
 from course.recorder import limits
 from course.recorder.limits import ScenarioTimedOut
-from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
+from course.manifest import CHAPTERS, HARDENING, JUDGE, Chapter, chapter_part, find_chapter
 
 CHAPTER_TRACK = "chapter"
 
 REPO = Path(checkpoints.__file__).resolve().parent.parent
-SIGNATURES = Path(__file__).with_name("mutant_signatures.json")
+SIGNATURES = "signatures.json"
+"""Each chapter's failure signatures, in its folder's judge/ (`signatures_file`)."""
+
+
+def signatures_file(chapter: Chapter) -> Path:
+    return REPO / chapter.judge_dir / SIGNATURES
 
 
 class StalePatch(Exception):
@@ -93,17 +97,18 @@ class Mutant:
 @dataclass(frozen=True)
 class Loop:
     """A whole wrong module written on its own (not a patch of the reference): a loop written from the chapter
-    text with one mistake, in `course/judge/gallery/loops/`."""
+    text with one mistake, in its chapter's `judge/loops/`."""
 
     name: str
     section: str
     hint: str
     file: str
-    """The module's file name in `course/judge/gallery/loops/`."""
+    """The module's file name in its chapter's `judge/loops/` (named chNN_..., so unique in the course)."""
     track: str = CHAPTER_TRACK
 
     def source(self, reference: str) -> str:
-        return (Path(__file__).with_name("gallery") / "loops" / self.file).read_text(encoding="utf-8")
+        (path,) = [path for c in CHAPTERS if (path := REPO / c.judge_dir / "loops" / self.file).is_file()]
+        return path.read_text(encoding="utf-8")
 
     @property
     def full_hint(self) -> str:
@@ -125,23 +130,13 @@ class Starter:
 
 
 def reference_source(chapter: Chapter) -> str:
-    return (REPO / "checkpoints" / f"{chapter.module}.py").read_text(encoding="utf-8")
-
-
-def gallery_module(chapter: Chapter) -> str:
-    return f"course.judge.gallery.{chapter.module}"
+    return (REPO / chapter.reference_file).read_text(encoding="utf-8")
 
 
 def gallery(chapter: Chapter) -> ModuleType | None:
-    """The chapter's gallery of known mistakes (`course/judge/gallery/<module>.py`), or None: a gallery
+    """The chapter's gallery of known mistakes (`chapters/<module>/judge/gallery.py`), or None: a gallery
     is optional. A gallery that is there but fails to import raises, as any broken module does."""
-    name = gallery_module(chapter)
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as missing:
-        if missing.name == name:
-            return None
-        raise
+    return chapter_part(chapter.module, f"{JUDGE}.gallery")
 
 
 def variants(chapter: Chapter) -> list[Mutant | Loop | Starter]:
@@ -153,7 +148,7 @@ def variants(chapter: Chapter) -> list[Mutant | Loop | Starter]:
 
 def without_gallery(chapter: Chapter) -> str:
     """The gate's line for a chapter it skips."""
-    path = gallery_module(chapter).replace(".", "/") + ".py"
+    path = f"{chapter.judge_dir}/gallery.py"
     return (f"Chapter {chapter.number} — {chapter.title}: skipped, no gallery of known mistakes ({path}); "
             "add one to have its tests held to them")
 
@@ -425,8 +420,10 @@ def run_gallery(chapters: list[Chapter], *, names: list[str] | None = None, sele
 
 
 def load_signatures() -> dict[str, dict[str, dict[str, str]]]:
-    """Chapter number -> variant name -> {failing test: its evidence} (committed with the gallery)."""
-    return json.loads(SIGNATURES.read_text(encoding="utf-8"))
+    """Chapter number -> variant name -> {failing test: its evidence} (each chapter's judge/signatures.json,
+    committed with its gallery)."""
+    return {c.number: json.loads(signatures_file(c).read_text(encoding="utf-8"))
+            for c in CHAPTERS if signatures_file(c).is_file()}
 
 
 def signatures_of(outcomes: list[Outcome]) -> dict[str, dict[str, dict[str, str]]]:
@@ -437,10 +434,12 @@ def signatures_of(outcomes: list[Outcome]) -> dict[str, dict[str, dict[str, str]
 
 
 def write_signatures(outcomes: list[Outcome]) -> None:
-    stored = load_signatures() if SIGNATURES.exists() else {}
-    stored.update(signatures_of(outcomes))
-    ordered = {c.number: stored[c.number] for c in CHAPTERS if c.number in stored}
-    SIGNATURES.write_text(json.dumps(ordered, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    found = signatures_of(outcomes)
+    for chapter in CHAPTERS:
+        if chapter.number in found:
+            signatures_file(chapter).parent.mkdir(parents=True, exist_ok=True)
+            signatures_file(chapter).write_text(json.dumps(found[chapter.number], ensure_ascii=False, indent=1) + "\n",
+                                                encoding="utf-8")
 
 
 def identifying(signature: dict[str, str]) -> bool:
@@ -630,7 +629,7 @@ def show_variant(chapter: Chapter, name: str) -> str:
     """The variant as a unified diff against the reference checkpoint."""
     variant = next(v for v in variants(chapter) if v.name == name)
     reference = reference_source(chapter)
-    path = f"checkpoints/{chapter.module}.py"
+    path = chapter.reference_file
     diff = difflib.unified_diff(reference.splitlines(keepends=True),
                                 variant.source(reference).splitlines(keepends=True),
                                 fromfile=path, tofile=f"{path} ({name})")
@@ -650,7 +649,7 @@ def mutants_command(args: argparse.Namespace) -> int:
         return 2
     missing = [c.test_file for c in chapters if not (REPO / c.test_file).is_file()]
     if missing:
-        print(f"course mutants needs the course's tests next to checkpoints/; missing {', '.join(missing)}",
+        print(f"course mutants needs the chapters' tests in their folders; missing {', '.join(missing)}",
               file=sys.stderr)
         return 2
     try:
@@ -668,7 +667,7 @@ def mutants_command(args: argparse.Namespace) -> int:
         return 1
     if args.write_signatures:
         write_signatures(outcomes)
-        print(f"wrote the failure signatures to {SIGNATURES.relative_to(REPO)}")
+        print(f"wrote the failure signatures to each chapter's {JUDGE}/{SIGNATURES}")
         return 0
     if args.variant or selection != Selection():
         return 0  # a part of the gallery, or of the tests: its evidence is not the stored signatures'
@@ -691,5 +690,5 @@ def register(commands) -> None:
     parser.add_argument("--show", metavar="NAME", help="print the variant as a diff against the reference, run nothing")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (2)")
     parser.add_argument("--write-signatures", action="store_true",
-                        help=f"store the failure signatures that diagnosis uses ({SIGNATURES.name})")
+                        help=f"store the failure signatures that diagnosis uses (each chapter's {JUDGE}/{SIGNATURES})")
     parser.set_defaults(handler=mutants_command)

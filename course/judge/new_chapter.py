@@ -2,8 +2,9 @@
 
 It writes the three things a chapter needs and nothing optional:
 
-- the reference checkpoint `checkpoints/chNN_<slug>.py`, with one placeholder function;
-- its test module `tests/test_chNN_<slug>.py`, snapshot tests in the course's notation (the
+- the reference checkpoint `chapters/chNN_<slug>/chNN_<slug>.py` (`checkpoints.chNN_<slug>`), with one
+  placeholder function;
+- its test module `chapters/chNN_<slug>/test_chNN_<slug>.py`, snapshot tests in the course's notation (the
   `snapshot` fixture; a value without a renderer shows as indented JSON, course.judge.render);
 - its entry in the catalogue (`course/catalogue.toml`), in the order of the chapter numbers;
 
@@ -22,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 
+import checkpoints
 from course import manifest
 from course.judge.testrun import course_root, run_pytest
 from course.manifest import Chapter
@@ -139,7 +141,7 @@ def skeleton_files(chapter: Chapter, root: Path) -> dict[Path, str]:
     """The checkpoint and the test module, by path; Refused if either (or its snapshots) is there already."""
     values = {"number": chapter.number, "title": chapter.title, "module": chapter.module,
               "keyword": chapter.keyword, "section": PLACEHOLDER_SECTION}
-    files = {root / "checkpoints" / f"{chapter.module}.py": CHECKPOINT.format(**values),
+    files = {root / chapter.reference_file: CHECKPOINT.format(**values),
              root / chapter.test_file: TESTS.format(**values)}
     for path in [*files, root / chapter.snapshot_dir]:
         if path.exists():
@@ -153,8 +155,11 @@ def write_skeleton(chapter: Chapter, root: Path) -> list[Path]:
         raise Refused(f"the course package reads its catalogue from {manifest.CATALOGUE}, outside the course "
                       f"at {root}: run `course new` in your clone of the course, installed with pip install -e")
     files = skeleton_files(chapter, root)
+    folder = root / chapter.folder
+    made = not folder.exists()
     written: list[Path] = []
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         for path, text in files.items():
             with path.open("x", encoding="utf-8") as file:  # (never over a file made since the check)
                 written.append(path)
@@ -163,7 +168,11 @@ def write_skeleton(chapter: Chapter, root: Path) -> list[Path]:
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
+        if made:
+            folder.rmdir()
         raise
+    if str(folder) not in checkpoints.__path__:  # (the package found the chapter folders when it was imported)
+        checkpoints.__path__.append(str(folder))
     return [manifest.CATALOGUE.resolve(), *files]
 
 

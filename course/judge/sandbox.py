@@ -2,8 +2,10 @@
 bubblewrap when it is installed, with resource limits and an environment of its own.
 
 The copy holds what the recorder needs and nothing the judge knows: `course/` without
-`course/judge/`, the earlier chapters' reference modules (carry-forward) but not the graded
-chapter's or later ones, `tests/` without its snapshots, and the submission in `student/`. Python
+`course/judge/`; of `chapters/`, every chapter's `scenarios.py`, the earlier chapters' reference
+modules (carry-forward) but not the graded chapter's or later ones, and the graded chapter's folder
+without its reference, its snapshots and its `judge/`; the course-wide test helpers of `tests/` (no
+test module), the conftest; and the submission in `student/`. Python
 starts without `site` (`-S`), with the copy and the interpreter's own site-packages on its path, so
 the editable install's import hook cannot lead back to the real checkout.
 
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from course.judge import confine, processes
 from course.judge.session import Child
-from course.manifest import CHAPTERS, Chapter
+from course.manifest import CHAPTERS, JUDGE, Chapter
 
 MEMORY_LIMIT = 2 * 2**30
 """Address space each process of a submission may map (bytes): per process, not in all (no cgroups)."""
@@ -95,19 +97,42 @@ def _in_child(cpu_seconds: int, filter_here: bool) -> None:
         confine.load_filter_here()
 
 
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "__snapshots__", JUDGE, "wire")
+"""What no part of a graded copy holds: the judge's parts (`course/judge/`, each chapter's `judge/`) and the
+snapshots (a graded run is compared with the reference's run of the same scenarios)."""
+
+
 def _copy_course(root: Path, chapter: Chapter, target: Path) -> None:
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "__snapshots__", "judge", "wire")
-    shutil.copytree(root / "course", target / "course", ignore=ignore)
-    earlier = {c.module for c in CHAPTERS[: CHAPTERS.index(chapter)]} | set(chapter.runs_in)
+    shutil.copytree(root / "course", target / "course", ignore=IGNORED)
     (target / "checkpoints").mkdir()
-    for item in (root / "checkpoints").iterdir():
-        if item.name == "__init__.py" or (item.suffix == ".py" and item.stem in earlier):
-            shutil.copy(item, target / "checkpoints" / item.name)
+    shutil.copy(root / "checkpoints" / "__init__.py", target / "checkpoints" / "__init__.py")
     (target / "tests").mkdir()
     for item in (root / "tests").glob("*.py"):
-        if item.name == "conftest.py" or item.name == Path(chapter.test_file).name or not item.name.startswith("test_"):
+        if not item.name.startswith("test_"):
             shutil.copy(item, target / "tests" / item.name)
-    shutil.copy(root / "pyproject.toml", target / "pyproject.toml")
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy(root / name, target / name)
+    _copy_chapters(root, chapter, target)
+
+
+def _copy_chapters(root: Path, graded: Chapter, target: Path) -> None:
+    """Every chapter's scenarios, the references of the earlier chapters (and of those the graded one runs in),
+    and the graded chapter's folder without its reference and its judge/."""
+    earlier = {c.module for c in CHAPTERS[: CHAPTERS.index(graded)]} | set(graded.runs_in)
+    for chapter in CHAPTERS:
+        source, copy = root / chapter.folder, target / chapter.folder
+        copy.mkdir(parents=True)
+        if chapter == graded:
+            shutil.copytree(source, copy, ignore=_without(IGNORED, chapter.module + ".py"), dirs_exist_ok=True)
+            continue
+        for name in ("scenarios.py", *([f"{chapter.module}.py"] if chapter.module in earlier else [])):
+            if (source / name).is_file():
+                shutil.copy(source / name, copy / name)
+
+
+def _without(ignore, name: str):
+    """`ignore`, also leaving out the file `name` (the graded chapter's reference) at the top of the copy."""
+    return lambda folder, names: set(ignore(folder, names)) | ({name} if name in names else set())
 
 
 class SubmissionRefused(Exception):
@@ -209,7 +234,7 @@ class Sandbox:
     @property
     def forbidden(self) -> list[str]:
         later = [c.module for c in CHAPTERS[CHAPTERS.index(self.chapter):]]
-        return [*(f"checkpoints.{m}" for m in later), "course.judge"]
+        return [*(f"checkpoints.{m}" for m in later), "course.judge", *(f"{c.package}.{JUDGE}" for c in CHAPTERS)]
 
     def prepare(self, command: list[str], scratch: Path) -> Child:
         """The recorder's command, rewritten to run in the copy, its record in `out/`, in the sandbox.

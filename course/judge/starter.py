@@ -67,7 +67,7 @@ def _chapter_docstring(tree: ast.Module) -> str:
 def starter_source(chapter: Chapter, source: str | None = None) -> str:
     """The starter module's text for `chapter`: the reference's own lines (comments and layout
     kept), with each function's body after its docstring replaced. `source` is the reference's
-    text, read from `checkpoints/` when not given."""
+    text, read from its chapter folder (through `checkpoints`) when not given."""
     if source is None:
         reference = Path(importlib.util.find_spec(f"{REFERENCE_PACKAGE}.{chapter.module}").origin)
         source = reference.read_text(encoding="utf-8")

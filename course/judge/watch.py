@@ -15,6 +15,7 @@ from pathlib import Path
 from course.judge import check, extras
 from course.judge.terminal import clear_screen, paint
 from course.judge.testrun import default_implementation, shown
+from course.manifest import FOLDER, ROOT
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds one scenario may take before it is stopped (and the check goes on with the others)."""
@@ -43,7 +44,7 @@ def watch(args: argparse.Namespace, changes: Iterable[set] | None = None,
     `changes` replaces the file watcher and `run_check` the check (tests hand in a finite list of
     change sets and a check of their own)."""
     implementation = default_implementation(args.impl)
-    directory = Path(implementation) if implementation else Path(__file__).resolve().parents[2] / "checkpoints"
+    directory = Path(implementation) if implementation else ROOT / FOLDER  # (the references)
     if not directory.is_dir():
         print(f"course watch: {directory} is not a directory", file=sys.stderr)
         return 2

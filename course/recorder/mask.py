@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from course.manifest import CHAPTERS
 from course.runtime.clock import StepClock, use_clock
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
@@ -247,31 +248,32 @@ class Mask:
         return respond
 
 
-class _MaskedExecutorModule:
-    """Chapter 06's module as a masked scenario's test sees it: `execute_tool_call` runs on the masked call."""
+class _MaskedModule:
+    """A chapter module as a masked scenario's test sees it: the functions the chapter's fixed scenarios call
+    directly (its catalogue entry's `masked_calls`, an executor's `(call, registry, context)`) run on the
+    masked call."""
 
-    def __init__(self, module: ModuleType, mask: Mask) -> None:
-        self._module, self._mask = module, mask
+    def __init__(self, module: ModuleType, mask: Mask, calls: tuple[str, ...]) -> None:
+        self._module, self._mask, self._calls = module, mask, calls
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
+        found = getattr(self._module, name)
+        if name not in self._calls:
+            return found
 
-    async def execute_tool_call(self, call: Any, registry: Any, context: Any) -> Any:
-        return await self._mask.execute_directly(self._module.execute_tool_call, call, registry, context)
-
-
-MASKED_AT_THE_MODULE: dict[str, Callable[[ModuleType, Mask], Any]] = {"ch06_tool_execution": _MaskedExecutorModule}
-"""The chapters whose fixed scenarios call the chapter's module directly (not through `run_loop`): the module a
-masked scenario gets in their place."""
+        async def masked(call: Any, registry: Any, context: Any) -> Any:
+            return await self._mask.execute_directly(found, call, registry, context)
+        return masked
 
 
 def chapter_module(name: str, module: ModuleType) -> Any:
     """The chapter module `name` as the scenario running gets it: masked where the scenario is and the chapter
     is called directly."""
     mask = current()
-    if mask is None or name not in MASKED_AT_THE_MODULE:
+    calls = next((c.masked_calls for c in CHAPTERS if c.module == name), ())
+    if mask is None or not calls:
         return module
-    return MASKED_AT_THE_MODULE[name](module, mask)
+    return _MaskedModule(module, mask, calls)
 
 
 _current: Mask | None = None

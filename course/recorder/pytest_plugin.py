@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from course.manifest import HARDENING
+from course.manifest import FOLDER, HARDENING
 from course.recorder import impl
 from course.recorder import mask as masks
 from course.recorder.limits import PlanTimedOut, ScenarioTimedOut, ignore_stray_signals, time_limit
@@ -102,7 +102,8 @@ def in_hardening_track(item: pytest.Item) -> bool:
 
 
 def _chapter_module(item: pytest.Item) -> str | None:
-    """The chapter module a chapter test judges (`tests/test_ch07_agent_loop.py` judges ch07_agent_loop)."""
+    """The chapter module a chapter test judges (`test_ch07_agent_loop.py`, in its chapter's folder, judges
+    ch07_agent_loop)."""
     name = getattr(item, "path", Path("")).stem
     return name.removeprefix("test_") if re.match(r"test_ch\d\d_", name) else None
 
@@ -169,8 +170,9 @@ class OwnTimeLimit:
 
 
 def _judges_chapters(config: pytest.Config) -> bool:
-    """Whether this run is the course's own (its tests/ holds the chapter tests), not another project's."""
-    return (config.rootpath / "tests" / "conftest.py").is_file() and (config.rootpath / "checkpoints").is_dir()
+    """Whether this run is the course's own (its chapters/ holds the chapter tests), not another project's."""
+    return (config.rootpath / "conftest.py").is_file() and (config.rootpath / "checkpoints").is_dir() \
+        and (config.rootpath / FOLDER).is_dir()
 
 
 _IMPL_KEY = pytest.StashKey[impl.Implementation]()
@@ -412,15 +414,22 @@ def _problem(excinfo: pytest.ExceptionInfo) -> str:
 
 def _where(error: BaseException, implementation: impl.Implementation) -> str | None:
     """The innermost traceback line inside the implementation under test, as `path:line`."""
-    home = implementation.directory or Path(importlib.util.find_spec(impl.REFERENCE_PACKAGE).origin).parent
     found = None
     tb = error.__traceback__
     while tb is not None:
         path = Path(tb.tb_frame.f_code.co_filename)
-        if path.is_relative_to(home):
+        if _under_test(path, implementation):
             found = f"{path}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
+
+
+def _under_test(path: Path, implementation: impl.Implementation) -> bool:
+    """Whether a file is the implementation's: the student's directory, or a reference module (the module of its
+    chapter's folder named as the folder, not the tests or scenarios beside it)."""
+    if implementation.directory:
+        return path.is_relative_to(implementation.directory)
+    return path.stem == path.parent.name and str(path.parent) in importlib.import_module(impl.REFERENCE_PACKAGE).__path__
 
 
 class StartOrderShuffle:

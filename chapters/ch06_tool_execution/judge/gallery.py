@@ -1,4 +1,4 @@
-"""Chapter 06's known mistakes: each patches one essential line of checkpoints/ch06_tool_execution.py.
+"""Chapter 06's known mistakes: each patches one essential line of chapters/ch06_tool_execution/ch06_tool_execution.py.
 
 A mistake only against what the project adds beyond the chapter (a tool's output that is no ToolOutput:
 malformed, or not JSON) is `track=HARDENING`: the hardening track must fail it and the chapter track must not."""

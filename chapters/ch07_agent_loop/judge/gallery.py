@@ -1,4 +1,4 @@
-"""Chapter 07's known mistakes: each patches one essential line of checkpoints/ch07_agent_loop.py.
+"""Chapter 07's known mistakes: each patches one essential line of chapters/ch07_agent_loop/ch07_agent_loop.py.
 
 A mistake only against what the project adds beyond the chapter (a raising model or observer, an injected
 executor's malformed answers, cancellation, late progress, an empty exception message) is `track=HARDENING`:
@@ -338,7 +338,7 @@ MUTANTS = [
 ]
 
 # Loops written from the chapter text on their own, each with one mistake (whole modules, not patches of the
-# reference: `course/judge/gallery/loops/`), in styles the reference does not use.
+# reference: `chapters/ch07_agent_loop/judge/loops/`), in styles the reference does not use.
 LOOPS = [
     Loop("progress-id-of-the-last-call", "单工具往返",
          "each call's progress callback must carry that call's own id: a lambda made in a for loop reads the "

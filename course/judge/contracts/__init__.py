@@ -15,18 +15,17 @@ Each chapter's checks are in two tracks:
   `status`, `hint` and `grade` leave it out unless asked (`--hardening`), and label it as beyond the
   chapter wherever it appears.
 
-A chapter's table is `course/judge/contracts/<module>.py` (`CITES`, `PROMISES`); a chapter without one
-has nothing to cite yet, and nothing breaks. Its text is the manifest's `Chapter.text` (a path from the
-repository root); `quote_problems` checks every stored quote against it.
+A chapter's table is `chapters/<module>/judge/contract.py` (`CITES`, `PROMISES`); a chapter without one
+has nothing to cite yet, and nothing breaks. Its text is the manifest's `Chapter.text_path` (a path from
+the repository root); `quote_problems` checks every stored quote against it.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.manifest import HARDENING, Chapter
+from course.manifest import HARDENING, JUDGE, Chapter, chapter_part
 BEYOND = f"{HARDENING} (beyond the chapter)"
 """How the hardening track is labelled wherever it appears."""
 CHAPTER_TRACK = "chapter"
@@ -88,20 +87,15 @@ class Contract:
 
 def for_chapter(module: str) -> Contract:
     """The chapter's table; an empty one for a chapter that has none yet."""
-    try:
-        table = importlib.import_module(f"{__name__}.{module}")
-    except ModuleNotFoundError as error:
-        if error.name != f"{__name__}.{module}":
-            raise
+    table = chapter_part(module, f"{JUDGE}.contract")
+    if table is None:
         return Contract()
     return Contract(dict(getattr(table, "CITES", {})), dict(getattr(table, "PROMISES", {})))
 
 
 def text_path(chapter: Chapter, root: Path) -> Path | None:
-    """Where the chapter's text is, when the manifest names one and it is there."""
-    if not chapter.text:
-        return None
-    path = root / chapter.text
+    """Where the chapter's text is, when it is there (the manifest's `text`, else its folder's text.txt)."""
+    path = root / chapter.text_path
     return path if path.is_file() else None
 
 

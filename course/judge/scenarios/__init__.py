@@ -1,6 +1,6 @@
 """Generated scenarios, the judge's half: what plans there are and how a run of one is shown.
 
-Each chapter has a module here named as its checkpoint (`ch07_agent_loop.py`, ...) with
+Each chapter may have one, `chapters/<module>/judge/plans.py` (never copied beside student code), with
 
 - `STRATEGIES: dict[str, SearchStrategy]`: per section id (the keys of the recorder's `SECTIONS`),
   a Hypothesis strategy of plans — JSON data the recorder's `run_plan` executes;
@@ -17,11 +17,11 @@ import importlib
 from collections.abc import Callable
 from types import ModuleType
 
-from course.manifest import CHAPTERS
+from course.manifest import CHAPTERS, FOLDER, JUDGE
 
 
 def for_chapter(module: str) -> ModuleType:
-    return importlib.import_module(f"{__name__}.{module}")
+    return importlib.import_module(f"{FOLDER}.{module}.{JUDGE}.plans")
 
 
 def renderer(kind: str) -> Callable[[dict], str] | None:

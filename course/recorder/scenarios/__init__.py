@@ -1,6 +1,6 @@
 """Generated scenarios, the recorder's half: running one plan on an implementation.
 
-Each chapter has a module here named as its checkpoint (`ch07_agent_loop.py`, ...) with
+Each chapter may have one, `chapters/<module>/scenarios.py` (beside its checkpoint), with
 
 - `SECTIONS: dict[str, str]`: the chapter's sections that have generated scenarios, as
   {ASCII id: the section's name in the chapter text, as its test module marks it};
@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from course.manifest import FOLDER
+
 
 def for_chapter(module: str) -> ModuleType:
-    return importlib.import_module(f"{__name__}.{module}")
+    return importlib.import_module(f"{FOLDER}.{module}.scenarios")
