@@ -33,6 +33,7 @@ from course.judge.session import ChapterRun, Masking, judge_chapter, said
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
 from course.judge.contracts import BEYOND
+from course.recorder import workspace_mask
 from course.manifest import HARDENING, Chapter, find_chapter
 from course.runtime.messages import utf8_text
 
@@ -200,13 +201,22 @@ def reference_folder(chapter: Chapter, root: Path, work: Path) -> Path:
     return folder
 
 
-UNMASKED = {
-    "ch08_workspace_read": "chapter 08's fixed scenarios judge the read tool on the workspace files its tests write, "
-                           "which are not masked (only the ids, texts, tool names and clock of the scenarios that run "
-                           "the loop are): a submission replaying the published reads still earns their points",
-}
+UNMASKED: dict[str, str] = {}
 """The chapters whose fixed scenarios a mask cannot take from a replay, and why: said on stderr at every grade with a
-secret (README, Grading a class)."""
+secret (README, Grading a class). None now: chapters 08 and 09 mask their workspaces (course.recorder.workspace_mask)."""
+
+
+def published_form(chapter: Chapter, root: Path, hardening: float) -> dict[str, float]:
+    """The graded fixed scenarios that run in their published form all the same (`workspace_mask.PUBLISHED_FORM`),
+    and the points each carries (its section's weight shared among the section's scenarios)."""
+    names = workspace_mask.PUBLISHED_FORM.get(chapter.module, {})
+    expected = [e for e in expected_scenarios(chapter, root) if hardening > 0 or e.track != HARDENING]
+    points = {}
+    for e in expected:
+        if e.scenario in names:
+            weight = float(hardening if e.section == HARDENING else chapter.weights.get(e.section, 1))
+            points[e.scenario] = weight / sum(other.section == e.section for other in expected)
+    return points
 
 
 def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wall: float, timeout: float,
@@ -234,7 +244,8 @@ def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wa
     return Masking(masking.key, rendered, tuple(sorted(set(counts) - set(rendered))))
 
 
-def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: frozenset[str]) -> None:
+def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: frozenset[str], *, root: Path,
+                           hardening: float) -> None:
     """On stderr: the fixed scenarios of a grade with a secret that run in their published form all the same (but
     those the reference does not pass here, which no one is graded on), and a chapter a mask cannot protect."""
     published = [name for name in masking.published if name not in ungradable]
@@ -244,6 +255,13 @@ def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: froze
               file=sys.stderr)
     if chapter.module in UNMASKED:
         print(f"course grade: {UNMASKED[chapter.module]}", file=sys.stderr)
+    unmaskable = {name: points for name, points in published_form(chapter, root, hardening).items()
+                  if name not in ungradable}
+    if unmaskable:
+        why = "; ".join(sorted(set(workspace_mask.PUBLISHED_FORM[chapter.module][name] for name in unmaskable)))
+        print(f"course grade: {len(unmaskable)} fixed scenario(s) cannot run masked ({why}), judged in their published "
+              f"form, {sum(unmaskable.values()):.2f} point(s) a replay of their answers is not stopped from earning: "
+              f"{', '.join(unmaskable)}", file=sys.stderr)
 
 
 def _target(link: Path) -> str:
@@ -316,7 +334,7 @@ def grade(args: argparse.Namespace) -> int:
     ungradable = reference_gaps(chapter, root=root, wall=args.timeout, timeout=args.scenario_timeout,
                                 isolate=isolate, plans=plans, wanted=wanted, hardening=hardening, masking=masking)
     if masking is not None:
-        say_what_is_not_masked(chapter, masking, ungradable)
+        say_what_is_not_masked(chapter, masking, ungradable, root=root, hardening=hardening)
     grades: list[Grade] = []
     with ThreadPoolExecutor(max_workers=args.jobs or os.cpu_count() or 1) as pool:
         pending = [pool.submit(graded, chapter, folder, root=root, wall=args.timeout, timeout=args.scenario_timeout,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from course.recorder import workspace_mask
 from course.runtime.clock import StepClock, use_clock
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
@@ -73,6 +74,11 @@ class Mask:
             self.forward.update({ord(a): b for a, b in zip(alphabet, shuffled)})
         self.backward = {ord(b): chr(a) for a, b in self.forward.items()}
         self.clock = MaskedClock(CLOCK_START + draw.randrange(10**11), draw.randrange(1, 1000))
+        self.workspaces: dict[str, Any] = {}
+        """Chapters 08 and 09: each root a tool was made on, masked while the tool works (course.recorder.workspace_mask)."""
+        self.records_views = False
+        """Whether the records the scenario's test builds hold its unmasked view of the answers (masked again when
+        written: `recorded`): chapters 08 and 09, whose tests build their records from the tool's answers."""
 
     def text(self, value: str) -> str:
         return value.translate(self.forward)
@@ -260,7 +266,12 @@ class _MaskedExecutorModule:
         return await self._mask.execute_directly(self._module.execute_tool_call, call, registry, context)
 
 
-MASKED_AT_THE_MODULE: dict[str, Callable[[ModuleType, Mask], Any]] = {"ch06_tool_execution": _MaskedExecutorModule}
+def _masked_tools(module: ModuleType, mask: Mask) -> Any:
+    return workspace_mask.MaskedToolModule(module, mask)
+
+
+MASKED_AT_THE_MODULE: dict[str, Callable[[ModuleType, Mask], Any]] = {
+    "ch06_tool_execution": _MaskedExecutorModule, "ch08_workspace_read": _masked_tools, "ch09_edit_tool": _masked_tools}
 """The chapters whose fixed scenarios call the chapter's module directly (not through `run_loop`): the module a
 masked scenario gets in their place."""
 
@@ -280,6 +291,23 @@ _current: Mask | None = None
 def current() -> Mask | None:
     """The mask of the fixed scenario running, or None (plain pytest, `course check`, a grade without a secret)."""
     return _current
+
+
+def recorded(value: Any) -> Any:
+    """What the recorder writes of a snapshot value the test built: masked again where its test built it from
+    its unmasked view of masked answers (chapters 08 and 09: course.recorder.workspace_mask)."""
+    mask = current()
+    if mask is None or not mask.records_views:
+        return value
+    return workspace_mask.recorded(mask, value)
+
+
+def published_path(path: str) -> str:
+    """A path the kernel names (an open file's), as the test knows it: unmasked while a workspace is masked."""
+    mask = current()
+    for workspace in mask.workspaces.values() if mask is not None else ():
+        path = workspace.published_path(path)
+    return path
 
 
 @contextlib.contextmanager
