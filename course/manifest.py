@@ -44,6 +44,13 @@ class Chapter:
     masked_calls: tuple[str, ...] = field(default=(), compare=False)
     """The module's coroutine functions its fixed scenarios call directly (not through the loop): a masked
     scenario's test gets them run on the masked call (`course.recorder.mask`)."""
+    masked_tools: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
+    """The module's functions that make a tool working in a workspace (`create_read_tool(root)`), each with the
+    argument texts its tool is called with that name the workspace's content (`oldText`): a masked scenario's
+    test gets the tool working on the masked workspace (`course.recorder.workspace_mask`)."""
+    published_form: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    """Fixed scenarios ("Class::test_name") that cannot run masked, and why: they run and are judged in their
+    published form, and a grade with a secret says so with the points they carry."""
     unmasked: str = field(default="", compare=False)
     """Why a mask cannot take the chapter's fixed scenarios from a replay of the published records, if it
     cannot: said on stderr at every grade with a secret."""
@@ -123,6 +130,14 @@ def _field_problem(entry: dict) -> str | None:
         return "text is not a path (from the repository root) in quotes"
     if not isinstance(entry.get("unmasked", ""), str):
         return "unmasked is not a text"
+    tools = entry.get("masked_tools", {})
+    if not isinstance(tools, dict) or not all(
+            name.isidentifier() and isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+            for name, keys in tools.items()):
+        return "masked_tools is not a table of function = [argument names]"
+    published = entry.get("published_form", {})
+    if not isinstance(published, dict) or not all(isinstance(why, str) for why in published.values()):
+        return "published_form is not a table of \"Class::test\" = why"
     weight = entry.get("hardening_weight", 0)
     if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight < 0:
         return "hardening_weight is not a number of points, at least 0"
@@ -144,7 +159,10 @@ def _chapter(entry: object, position: int, path: Path) -> Chapter:
     problem = _field_problem(entry)
     if problem is not None:
         raise CatalogueError(f"{where}: {problem}")
-    return Chapter(**{key: tuple(value) if isinstance(value, list) else value for key, value in entry.items()})
+    values = {key: tuple(value) if isinstance(value, list) else value for key, value in entry.items()}
+    if "masked_tools" in values:
+        values["masked_tools"] = {name: tuple(keys) for name, keys in values["masked_tools"].items()}
+    return Chapter(**values)
 
 
 def load_catalogue(path: Path = CATALOGUE) -> list[Chapter]:

@@ -33,7 +33,7 @@ def test_a_minimal_entry_is_a_chapter_with_the_defaults(tmp_path):
 
 @pytest.mark.parametrize(("text", "said"), [
     ('[[chapters]]\nnumber = "10"\nmodule = "ch10_edit"\n', "chapter 1 (ch10_edit) has no title"),
-    (ENTRY + 'colour = "red"\n', "chapter 1 (ch10_edit) has unknown keys colour (a chapter's keys: hardening_weight, masked_calls, module, names,"),
+    (ENTRY + 'colour = "red"\n', "chapter 1 (ch10_edit) has unknown keys colour (a chapter's keys: hardening_weight, masked_calls, masked_tools, module, names,"),
     (ENTRY.replace('"10"', "10"), "number 10 is not two digits in quotes"),
     (ENTRY.replace("ch10_edit", "edit"), "module 'edit' is not a Python module name starting with ch10_"),
     (ENTRY + 'names = ["edit file"]\n', "names is not a list of Python names"),

@@ -4,7 +4,7 @@ Two chapter 07 grades of the same class, one with a secret (in a file) and one w
 written from the chapter alone, two known-wrong loops of the gallery, and two submissions with no loop of their
 own that replay the published records (the reference's records of the published scenarios and default plans,
 written into their records in place of their own): one always, one only when it sees it is being graded.
-Chapter 06's and chapter 08's references are graded with the secret too.
+Chapter 06's, 08's and 09's references are graded with the secret too (chapters 08 and 09 mask their workspaces).
 """
 
 import json
@@ -121,7 +121,8 @@ class Grades:
         self.children = {}
         for name, chapter, folder, seeded in (("masked", "07", self.class_, True), ("published", "07", self.class_, False),
                                               ("chapter06", "06", self.reference("06"), True),
-                                              ("chapter08", "08", self.reference("08"), True)):
+                                              ("chapter08", "08", self.reference("08"), True),
+                                              ("chapter09", "09", self.reference("09"), True)):
             args = [chapter, str(folder), "--json", str(workspace / f"{name}.json"), *TRUSTED]
             with (workspace / f"{name}.err").open("w") as err:
                 self.children[name] = subprocess.Popen(
@@ -193,9 +194,12 @@ def test_a_wrong_loop_gets_the_same_fixed_verdicts_masked_as_published(grades):
 
 
 def test_every_chapter_masks_its_fixed_scenarios_or_says_it_cannot(grades):
-    for name in ("chapter06", "chapter08"):
+    for name in ("chapter06", "chapter08", "chapter09"):
         row = grades.table(name)["reference"]
         assert (row["status"], row["points"]) == ("pass", row["max_points"]), row
-        assert "rendered no answer" not in grades.stderr(name)
-    assert "chapter 08's fixed scenarios judge the read tool on the workspace files" in grades.stderr("chapter08")
-    assert "workspace files" not in grades.stderr("chapter06") and "rendered no answer" not in grades.stderr("masked")
+        assert "rendered no answer" not in grades.stderr(name) and "not masked" not in grades.stderr(name)
+    # The one chapter 09 scenario that cannot run masked is named, with its points (the hardening track, which
+    # holds chapter 08's, is left out of a grade by default).
+    assert "1 fixed scenario(s) cannot run masked" in grades.stderr("chapter09")
+    assert "test_a_reader_sees_the_whole_old_file_until_the_rename" in grades.stderr("chapter09")
+    assert "cannot run masked" not in grades.stderr("chapter08") and "rendered no answer" not in grades.stderr("masked")

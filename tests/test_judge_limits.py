@@ -249,4 +249,4 @@ def test_a_graded_copy_holds_a_later_chapters_reference_only_where_the_guarantee
         held = {path.stem for path in (target / "chapters").glob("*/*.py") if path.stem == path.parent.name} & later
         assert held == set(chapter.runs_in), (chapter.number, held)
         for module in held:
-            assert f"`course grade {chapter.number}`'s copy holds `checkpoints/{module}.py`: a" in readme
+            assert f"`course grade {chapter.number}`'s copy holds `chapters/{module}/{module}.py`: a" in readme

@@ -200,6 +200,19 @@ def reference_folder(chapter: Chapter, root: Path, work: Path) -> Path:
     return folder
 
 
+def published_form(chapter: Chapter, root: Path, hardening: float) -> dict[str, float]:
+    """The graded fixed scenarios that run in their published form all the same (the catalogue's `published_form`),
+    and the points each carries (its section's weight shared among the section's scenarios)."""
+    names = chapter.published_form
+    expected = [e for e in expected_scenarios(chapter, root) if hardening > 0 or e.track != HARDENING]
+    points = {}
+    for e in expected:
+        if e.scenario in names:
+            weight = float(hardening if e.section == HARDENING else chapter.weights.get(e.section, 1))
+            points[e.scenario] = weight / sum(other.section == e.section for other in expected)
+    return points
+
+
 def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wall: float, timeout: float,
                       isolate: bool, plans: dict, wanted: dict, hardening: float) -> Masking:
     """The fixed scenarios' masked form for this secret, and the reference's renderings of it (recorded once, in the
@@ -225,7 +238,8 @@ def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wa
     return Masking(masking.key, rendered, tuple(sorted(set(counts) - set(rendered))))
 
 
-def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: frozenset[str]) -> None:
+def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: frozenset[str], *, root: Path,
+                           hardening: float) -> None:
     """On stderr: the fixed scenarios of a grade with a secret that run in their published form all the same (but
     those the reference does not pass here, which no one is graded on), and a chapter a mask cannot protect."""
     published = [name for name in masking.published if name not in ungradable]
@@ -235,6 +249,13 @@ def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: froze
               file=sys.stderr)
     if chapter.unmasked:  # (the catalogue says why a mask cannot protect the chapter's fixed scenarios)
         print(f"course grade: {chapter.unmasked}", file=sys.stderr)
+    unmaskable = {name: points for name, points in published_form(chapter, root, hardening).items()
+                  if name not in ungradable}
+    if unmaskable:
+        why = "; ".join(sorted(set(chapter.published_form[name] for name in unmaskable)))
+        print(f"course grade: {len(unmaskable)} fixed scenario(s) cannot run masked ({why}), judged in their published "
+              f"form, {sum(unmaskable.values()):.2f} point(s) a replay of their answers is not stopped from earning: "
+              f"{', '.join(unmaskable)}", file=sys.stderr)
 
 
 def _target(link: Path) -> str:
@@ -305,7 +326,7 @@ def grade(args: argparse.Namespace) -> int:
     ungradable = reference_gaps(chapter, root=root, wall=args.timeout, timeout=args.scenario_timeout,
                                 isolate=isolate, plans=plans, wanted=wanted, hardening=hardening, masking=masking)
     if masking is not None:
-        say_what_is_not_masked(chapter, masking, ungradable)
+        say_what_is_not_masked(chapter, masking, ungradable, root=root, hardening=hardening)
     grades = grade_in_parallel(chapter, folders, args.jobs, root=root, wall=args.timeout,
                                timeout=args.scenario_timeout, isolate=isolate, plans=plans, wanted=wanted,
                                results=results, shown=shown, ungradable=ungradable, hardening=hardening,

@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from course.manifest import CHAPTERS
+from course.recorder import workspace_mask
 from course.runtime.clock import StepClock, use_clock
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
 
@@ -74,6 +75,11 @@ class Mask:
             self.forward.update({ord(a): b for a, b in zip(alphabet, shuffled)})
         self.backward = {ord(b): chr(a) for a, b in self.forward.items()}
         self.clock = MaskedClock(CLOCK_START + draw.randrange(10**11), draw.randrange(1, 1000))
+        self.workspaces: dict[str, Any] = {}
+        """Chapters 08 and 09: each root a tool was made on, masked while the tool works (course.recorder.workspace_mask)."""
+        self.records_views = False
+        """Whether the records the scenario's test builds hold its unmasked view of the answers (masked again when
+        written: `recorded`): chapters 08 and 09, whose tests build their records from the tool's answers."""
 
     def text(self, value: str) -> str:
         return value.translate(self.forward)
@@ -268,12 +274,22 @@ class _MaskedModule:
 
 def chapter_module(name: str, module: ModuleType) -> Any:
     """The chapter module `name` as the scenario running gets it: masked where the scenario is and the chapter
-    is called directly."""
+    is called directly (its catalogue entry's `masked_calls`), or makes tools working in a workspace
+    (`masked_tools`)."""
     mask = current()
-    calls = next((c.masked_calls for c in CHAPTERS if c.module == name), ())
-    if mask is None or not calls:
+    chapter = next((c for c in CHAPTERS if c.module == name), None)
+    if mask is None or chapter is None:
         return module
-    return _MaskedModule(module, mask, calls)
+    if chapter.masked_tools:
+        return workspace_mask.MaskedToolModule(module, mask, chapter.masked_tools)
+    if chapter.masked_calls:
+        return _MaskedModule(module, mask, chapter.masked_calls)
+    return module
+
+
+def published_form(module: str | None) -> dict[str, str]:
+    """The chapter's fixed scenarios that cannot run masked, and why (its catalogue entry's `published_form`)."""
+    return next((dict(c.published_form) for c in CHAPTERS if c.module == module), {})
 
 
 _current: Mask | None = None
@@ -282,6 +298,23 @@ _current: Mask | None = None
 def current() -> Mask | None:
     """The mask of the fixed scenario running, or None (plain pytest, `course check`, a grade without a secret)."""
     return _current
+
+
+def recorded(value: Any) -> Any:
+    """What the recorder writes of a snapshot value the test built: masked again where its test built it from
+    its unmasked view of masked answers (chapters 08 and 09: course.recorder.workspace_mask)."""
+    mask = current()
+    if mask is None or not mask.records_views:
+        return value
+    return workspace_mask.recorded(mask, value)
+
+
+def published_path(path: str) -> str:
+    """A path the kernel names (an open file's), as the test knows it: unmasked while a workspace is masked."""
+    mask = current()
+    for workspace in mask.workspaces.values() if mask is not None else ():
+        path = workspace.published_path(path)
+    return path
 
 
 @contextlib.contextmanager

@@ -244,7 +244,7 @@ class Recording:
         name = self.scenario(item)
         index = self.snapshots.get(name, 0)
         self.snapshots[name] = index + 1
-        record = value.record() if hasattr(value, "record") and callable(value.record) else value
+        record = value.record() if hasattr(value, "record") and callable(value.record) else masks.recorded(value)
         self.write({"scenario": name, "snapshot": index, "record": record})
 
     def run_generated(self, item: pytest.Item, module: str, section: str) -> None:
@@ -303,7 +303,8 @@ class Recording:
         """The mask a scenario runs under: a fixed scenario's, in a grade with a secret; else None."""
         name = self.scenario(item)
         if self.mask_key is None or name in self.published or getattr(getattr(item, "function", None),
-                                                                         "course_generated", False):
+                                                                         "course_generated", False) \
+                or name in masks.published_form((self.plans or {}).get("module")):
             return None
         return masks.Mask(masks.scenario_key(self.mask_key, name))
 
