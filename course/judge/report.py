@@ -19,6 +19,7 @@ import collections
 from pathlib import Path
 
 from course.judge import contracts
+from course.judge.hint_texts import KINDS, classify
 from course.judge.session import ChapterRun, Verdict, rerun_command
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import shown
@@ -53,8 +54,6 @@ def label(verdict: Verdict) -> str:
 def problem_key(verdict: Verdict) -> tuple:
     """What makes two failures the same problem: the exception raised, or the kinds of promise broken, or
     the first divergent line."""
-    from course.judge.hints import classify  # (hints imports check, which imports this module)
-
     if verdict.problem and not verdict.broken:
         return ("raised", verdict.problem)
     if verdict.broken:
@@ -174,8 +173,6 @@ class Report:
 
     def _repeated(self, failing: list[Verdict]) -> None:
         """A problem (or a kind of broken promise) several failing scenarios share, said once with the count."""
-        from course.judge.hints import KINDS
-
         kinds = {kind.name: kind for kind in KINDS}
         counts = collections.Counter(problem_key(v) for v in failing)
         for key, count in counts.most_common(3):
