@@ -48,6 +48,10 @@ class Chapter:
     """The module's functions that make a tool working in a workspace (`create_read_tool(root)`), each with the
     argument texts its tool is called with that name the workspace's content (`oldText`): a masked scenario's
     test gets the tool working on the masked workspace (`course.recorder.workspace_mask`)."""
+    masked_beside: tuple[str, ...] = field(default=(), compare=False)
+    """Names the chapter's tests make beside a tool's workspace, outside it (`secret.txt`): masked with the
+    workspace (where they stand, in link targets and in the paths a tool is called with), so a path climbing out
+    of the workspace to one of them is not the published path either."""
     published_form: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     """Fixed scenarios ("Class::test_name") that cannot run masked, and why: they run and are judged in their
     published form, and a grade with a secret says so with the points they carry."""
@@ -122,6 +126,10 @@ def _field_problem(entry: dict) -> str | None:
     for key in ("names", "runs_in", "masked_calls"):
         if not all(isinstance(name, str) and name.isidentifier() for name in entry.get(key, ())):
             return f"{key} is not a list of Python names"
+    beside = entry.get("masked_beside", [])
+    if not isinstance(beside, list) or not all(
+            isinstance(name, str) and name not in ("", ".", "..") and "/" not in name for name in beside):
+        return "masked_beside is not a list of file names (no /, not . or ..)"
     weights = entry.get("weights", {})
     if not isinstance(weights, dict) or not all(
             isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in weights.values()):
