@@ -42,6 +42,10 @@ def masked_bytes(f: Callable[[str], str], data: bytes) -> bytes:
     return f(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
+PROC_ROOT = "/proc/self/root"
+"""A prefix naming the file system's root again: a path under it names what the path after it names."""
+
+
 @dataclass(frozen=True)
 class Place:
     """Where a workspace stands: its root (as given, and its real path), the folders holding it, and the names
@@ -65,7 +69,7 @@ class Place:
 def masked_path(f: Callable[[str], str], path: str, place: Place, where: tuple[str, ...] | None = None) -> str:
     """A path with the names that lie below the root (and the `beside` names next to it) masked: relative to the
     folder `where` (its names from the root's folder; None: the root itself), or absolute under a root or,
-    with names beside, under a root's folder. `..` and `.` are kept; a name reached beyond the root's folder is
+    with names beside, under a root's folder (either also through /proc/self/root). `..` and `.` are kept; a name reached beyond the root's folder is
     outside (kept, as any other absolute path)."""
     if not isinstance(path, str):
         return path
@@ -73,6 +77,7 @@ def masked_path(f: Callable[[str], str], path: str, place: Place, where: tuple[s
     prefix, rest, at = "", path, [names] if where is None else list(where)
     if path.startswith("/"):
         starts = [(r, [os.path.basename(r)]) for r in place.roots] + [(p, []) for p in place.parents] * bool(place.beside)
+        starts += [(PROC_ROOT + r, at) for r, at in starts]  # (the same place, through the process's root)
         found = next(((r, w) for r, w in starts if path == r or path.startswith(r + "/")), None)
         if found is None:
             return path

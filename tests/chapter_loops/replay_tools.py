@@ -70,14 +70,19 @@ def __MAKER__(root, *args, **caps):
 
     async def execute(arguments, context):
         key, reports = _key(place, caps, arguments, _SEEN), []
-        report = context.report_progress
-        context.report_progress = lambda content: (reports.append(content), report(content))[1]
-        out = await real(arguments, context)
-        edits = "__MAKER__" == "create_edit_tool"  # (what an edit leaves is part of its answer; a read's is not)
-        left = _left(root, arguments) if edits and isinstance(out, dict) and not out.get("isError") else None
+        if context is not None:  # (a test may call the tool itself, with no context)
+            report = context.report_progress
+            context.report_progress = lambda content: (reports.append(content), report(content))[1]
+        replace, replaced = _os.replace, []
+        _os.replace = lambda *args, **kwargs: (replaced.append(True), replace(*args, **kwargs))[1]
+        try:
+            out = await real(arguments, context)
+        finally:
+            _os.replace = replace
+        left = _left(root, arguments) if replaced else None  # (what an edit leaves is part of its answer)
         data = None
-        if left is not None and _os.path.isfile(_os.path.join(root, left)):
-            with _raw_open(_os.path.join(root, left), "rb") as f:
+        if left is not None and not out.get("isError"):
+            with _raw_open(_os.path.join(_os.path.realpath(root), left), "rb") as f:
                 data = f.read().hex()
         with _raw_open(_os.environ["REPLAY_TABLE"], "a") as f:
             f.write(_json.dumps({"key": key, "out": out, "progress": reports, "left": left, "data": data},
@@ -88,6 +93,22 @@ def __MAKER__(root, *args, **caps):
 '''
 
 REPLAY = COMMON + '''
+import tempfile as _tempfile
+
+
+def _write(target, data):
+    """The edit's bytes (or, where the reference's write failed, the file's own) renamed over the file."""
+    with _raw_open(target, "rb") as f:
+        old = f.read()
+    fd, temp = _tempfile.mkstemp(dir=_os.path.dirname(target), prefix="." + _os.path.basename(target) + ".")
+    with _os.fdopen(fd, "wb") as f:
+        f.write(old if data is None else bytes.fromhex(data))
+    _os.chmod(temp, _os.stat(target).st_mode & 0o7777)
+    try:
+        _os.replace(temp, target)
+    except OSError:  # (the reference's answer says so)
+        _os.unlink(temp)
+
 _made = __MAKER__
 _SEEN = {}
 with _raw_open(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "answers.json")) as _f:
@@ -110,14 +131,12 @@ def __MAKER__(root, *args, **caps):
                 _os.close(_os.open(_os.path.join(root, arguments["path"]), _os.O_RDONLY | _os.O_NONBLOCK))
             except OSError:
                 pass
-        for content in found["progress"]:
+        for content in found["progress"] if context is not None else ():
             context.report_progress(content)
             if context.signal is not None and context.signal.aborted:
                 break
-        if found["data"] is not None:
-            with _raw_open(_os.path.join(root, found["left"]), "r+b") as f:
-                f.write(bytes.fromhex(found["data"]))
-                f.truncate()
+        if found["left"] is not None:
+            _write(_os.path.join(_os.path.realpath(root), found["left"]), found["data"])
         return found["out"]
     tool.execute = execute
     return tool
