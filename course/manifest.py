@@ -48,9 +48,17 @@ class Chapter:
     """The module's functions that make a tool working in a workspace (`create_read_tool(root)`), each with the
     argument texts its tool is called with that name the workspace's content (`oldText`): a masked scenario's
     test gets the tool working on the masked workspace (`course.recorder.workspace_mask`)."""
+    masked_beside: tuple[str, ...] = field(default=(), compare=False)
+    """Names the chapter's tests make beside a tool's workspace, outside it (`secret.txt`): masked with the
+    workspace (where they stand, in link targets and in the paths a tool is called with), so a path climbing out
+    of the workspace to one of them is not the published path either."""
     published_form: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     """Fixed scenarios ("Class::test_name") that cannot run masked, and why: they run and are judged in their
     published form, and a grade with a secret says so with the points they carry."""
+    replayable: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    """Fixed scenarios ("Class::test_name") that run masked, but whose right answer depends on nothing a mask can
+    change (the tool is never called, or its call names nothing of the workspace), and why: a tool replaying the
+    published answers passes them, and a grade with a secret says so with the points they carry."""
     unmasked: str = field(default="", compare=False)
     """Why a mask cannot take the chapter's fixed scenarios from a replay of the published records, if it
     cannot: said on stderr at every grade with a secret."""
@@ -122,6 +130,10 @@ def _field_problem(entry: dict) -> str | None:
     for key in ("names", "runs_in", "masked_calls"):
         if not all(isinstance(name, str) and name.isidentifier() for name in entry.get(key, ())):
             return f"{key} is not a list of Python names"
+    beside = entry.get("masked_beside", [])
+    if not isinstance(beside, list) or not all(
+            isinstance(name, str) and name not in ("", ".", "..") and "/" not in name for name in beside):
+        return "masked_beside is not a list of file names (no /, not . or ..)"
     weights = entry.get("weights", {})
     if not isinstance(weights, dict) or not all(
             isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in weights.values()):
@@ -135,9 +147,10 @@ def _field_problem(entry: dict) -> str | None:
             name.isidentifier() and isinstance(keys, list) and all(isinstance(k, str) for k in keys)
             for name, keys in tools.items()):
         return "masked_tools is not a table of function = [argument names]"
-    published = entry.get("published_form", {})
-    if not isinstance(published, dict) or not all(isinstance(why, str) for why in published.values()):
-        return "published_form is not a table of \"Class::test\" = why"
+    for key in ("published_form", "replayable"):
+        table = entry.get(key, {})
+        if not isinstance(table, dict) or not all(isinstance(why, str) for why in table.values()):
+            return f"{key} is not a table of \"Class::test\" = why"
     weight = entry.get("hardening_weight", 0)
     if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight < 0:
         return "hardening_weight is not a number of points, at least 0"

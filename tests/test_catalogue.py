@@ -33,19 +33,20 @@ def test_a_minimal_entry_is_a_chapter_with_the_defaults(tmp_path):
 
 @pytest.mark.parametrize(("text", "said"), [
     ('[[chapters]]\nnumber = "10"\nmodule = "ch10_edit"\n', "chapter 1 (ch10_edit) has no title"),
-    (ENTRY + 'colour = "red"\n', "chapter 1 (ch10_edit) has unknown keys colour (a chapter's keys: hardening_weight, masked_calls, masked_tools, module, names,"),
+    (ENTRY + 'colour = "red"\n', "chapter 1 (ch10_edit) has unknown keys colour (a chapter's keys: hardening_weight, masked_beside, masked_calls, masked_tools, module, names,"),
     (ENTRY.replace('"10"', "10"), "number 10 is not two digits in quotes"),
     (ENTRY.replace("ch10_edit", "edit"), "module 'edit' is not a Python module name starting with ch10_"),
     (ENTRY + 'names = ["edit file"]\n', "names is not a list of Python names"),
     (ENTRY + 'weights = { "basics" = "two" }\n', "weights is not a table of section = points"),
     (ENTRY + 'text = 7\n', "text is not a path (from the repository root) in quotes"),
     (ENTRY + 'hardening_weight = -1\n', "hardening_weight is not a number of points, at least 0"),
+    (ENTRY + 'masked_beside = ["../secret.txt"]\n', "masked_beside is not a list of file names (no /, not . or ..)"),
     (ENTRY + ENTRY.replace("10", "09"), "chapter 09 comes after chapter 10"),
     (ENTRY + ENTRY, "chapter 10 comes after chapter 10"),
     ('[[chapters]]\nnumber = "10\n', "cannot be read as TOML"),
     ("", "no [[chapters]] tables"),
 ], ids=["no-title", "unknown-key", "number-not-text", "module-name", "names", "weights", "text", "hardening-weight",
-        "out-of-order", "twice",
+        "masked-beside", "out-of-order", "twice",
         "not-toml", "empty"])  # (ids without the entries' text: `pytest -k ch10` is a chapter's, not these)
 def test_an_entry_that_is_no_chapter_is_refused_saying_why(tmp_path, text, said):
     path = write(tmp_path, text)

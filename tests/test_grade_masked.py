@@ -4,7 +4,10 @@ Two chapter 07 grades of the same class, one with a secret (in a file) and one w
 written from the chapter alone, two known-wrong loops of the gallery, and two submissions with no loop of their
 own that replay the published records (the reference's records of the published scenarios and default plans,
 written into their records in place of their own): one always, one only when it sees it is being graded.
-Chapter 06's, 08's and 09's references are graded with the secret too (chapters 08 and 09 mask their workspaces).
+Chapter 06's reference is graded with the secret too. Chapters 08 and 09 (which mask their workspaces) grade a class
+each, with a secret and without: the reference, a tool with no answers of its own that replays the published ones
+(tests/chapter_loops/replay_tools.py), and for chapter 08 the tools written from the chapter's text and the wrong
+tools made from them.
 """
 
 import json
@@ -19,6 +22,8 @@ import pytest
 from course.judge import differential
 from course.judge.index import expected_scenarios
 from course.manifest import HARDENING, find_chapter
+from chapter_loops.ch08_wrong_tools import WRONG_TOOLS
+from chapter_loops.replay_tools import published_answers, write_replay
 from processes import TRUSTED
 
 pytestmark = pytest.mark.commands  # slow: `pytest -m commands` runs them (CI does)
@@ -119,15 +124,35 @@ class Grades:
         self.secret_file = workspace / "secret.txt"
         self.secret_file.write_text(SECRET + "\n", encoding="ascii")
         self.children = {}
+        tools = {"08": self.tool_class("08", {"path_walk": "ch08_path_walk.py", "walker": "ch08_walker.py"}),
+                 "09": self.tool_class("09", {})}
         for name, chapter, folder, seeded in (("masked", "07", self.class_, True), ("published", "07", self.class_, False),
                                               ("chapter06", "06", self.reference("06"), True),
-                                              ("chapter08", "08", self.reference("08"), True),
-                                              ("chapter09", "09", self.reference("09"), True)):
-            args = [chapter, str(folder), "--json", str(workspace / f"{name}.json"), *TRUSTED]
+                                              ("chapter08", "08", tools["08"], True),
+                                              ("chapter08_published", "08", tools["08"], False),
+                                              ("chapter09", "09", tools["09"], True),
+                                              ("chapter09_published", "09", tools["09"], False)):
+            args = [chapter, str(folder), "--json", str(workspace / f"{name}.json"), "--jobs", "2", *TRUSTED]
             with (workspace / f"{name}.err").open("w") as err:
                 self.children[name] = subprocess.Popen(
                     [sys.executable, "-m", "course", "grade", *args, *(["--seed-file", str(self.secret_file)] * seeded)],
                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, process_group=0)
+
+    def tool_class(self, number: str, written: dict[str, str]) -> Path:
+        """Chapter `number`'s class: the reference, a replay of the published answers, the tools `written` from
+        the chapter's text (folder -> file of tests/chapter_loops), and for chapter 08 its wrong tools."""
+        chapter = find_chapter(number)
+        folder = self.reference(number)
+        sections = {e.generated for e in expected_scenarios(chapter, ROOT) if e.generated and e.track != HARDENING}
+        answers = published_answers(ROOT, chapter.module, chapter.test_file, sections)
+        write_replay(folder / "replay", ROOT, chapter.module, answers)
+        loops = ROOT / "tests" / "chapter_loops"
+        sources = {name: (loops / file).read_text(encoding="utf-8") for name, file in written.items()}
+        sources.update({wrong.name: wrong.source() for wrong in WRONG_TOOLS} if number == "08" else {})
+        for name, source in sources.items():
+            (folder / name).mkdir()
+            (folder / name / f"{chapter.module}.py").write_text(source, encoding="utf-8")
+        return folder
 
     def reference(self, number: str) -> Path:
         module = find_chapter(number).module
@@ -203,3 +228,48 @@ def test_every_chapter_masks_its_fixed_scenarios_or_says_it_cannot(grades):
     assert "1 fixed scenario(s) cannot run masked" in grades.stderr("chapter09")
     assert "test_a_reader_sees_the_whole_old_file_until_the_rename" in grades.stderr("chapter09")
     assert "cannot run masked" not in grades.stderr("chapter08") and "rendered no answer" not in grades.stderr("masked")
+    # Nothing of this is said without a secret.
+    assert "masked" not in grades.stderr("chapter08_published") + grades.stderr("chapter09_published")
+
+
+def named_unprotected(stderr: str) -> tuple[set[str], float, int]:
+    """The fixed scenarios a grade names on stderr as a replay's to earn, the points it says they carry, and the
+    lines saying so."""
+    names, points, lines = set(), 0.0, 0
+    for line in stderr.splitlines():
+        if line.startswith("course grade: ") and " point(s) " in line and "replay" in line:
+            said, _, listed = line.rpartition(": ")
+            names |= set(listed.split(", "))
+            points += float(said.rpartition(", ")[2].split(" point(s)")[0])
+            lines += 1
+    return names, points, lines
+
+
+@pytest.mark.parametrize("chapter", ["chapter08", "chapter09"])
+def test_a_tool_replaying_the_published_answers_earns_only_what_the_grade_names(grades, chapter):
+    published, masked = grades.table(f"{chapter}_published")["replay"], grades.table(chapter)["replay"]
+    # Without a secret the replay cannot be told from a correct tool ...
+    assert (published["status"], published["points"]) == ("pass", published["max_points"]), published
+    # ... with one, it passes no fixed scenario the grade does not name as unprotected, and earns no more points
+    # than the grade says those carry (each line's sum rounded to 2 places, as each section's points are).
+    names, points, lines = named_unprotected(grades.stderr(chapter))
+    passed = {name for name, status in fixed(masked).items() if status == "passed"}
+    assert passed <= names, sorted(passed - names)
+    assert masked["points"] <= points + 0.01 * lines, (masked["points"], points)
+    assert masked["points"] < masked["max_points"] / 5, masked
+    # (And every section of generated plans, drawn from the secret, is lost.)
+    assert all(status != "passed" for name, status in masked["scenarios"].items() if name.startswith("test_generated"))
+
+
+def test_chapter_08_tools_written_from_the_text_earn_the_same_masked_as_published(grades):
+    published, masked = grades.table("chapter08_published"), grades.table("chapter08")
+    for name in ("reference", "path_walk", "walker"):
+        assert (masked[name]["status"], masked[name]["points"]) == ("pass", masked[name]["max_points"]), masked[name]
+        assert (published[name]["status"], published[name]["points"]) == ("pass", masked[name]["points"])
+
+
+def test_each_wrong_chapter_08_tool_keeps_its_verdicts_masked(grades):
+    published, masked = grades.table("chapter08_published"), grades.table("chapter08")
+    for wrong in WRONG_TOOLS:
+        assert fixed(masked[wrong.name]) == fixed(published[wrong.name]), wrong.name
+        assert any(status != "passed" for status in fixed(masked[wrong.name]).values()), wrong.name

@@ -93,3 +93,41 @@ def test_masked_chapter_07_scenarios_keep_their_own_assertions(tmp_path):
     assert len(ends) >= 20 and set(ends.values()) == {"passed"}, ends
     snapshots = [json.dumps(line["record"], ensure_ascii=False) for line in lines if "snapshot" in line]
     assert len(snapshots) == len(ends) and not any("call-1" in text or "tiny-pi" in text for text in snapshots)
+
+
+def test_a_path_climbing_out_to_a_name_beside_the_workspace_is_masked_as_that_name_is():
+    """Names below the root, and the catalogue's names beside it (and what lies below them), are masked in a path
+    however it reaches them; a name beyond the root's folder, or beside it and not listed, is kept."""
+    from course.recorder.workspace_mask import Place, masked_path
+
+    def f(name):
+        return name.upper()
+
+    place = Place(("/t/ws", "/t/ws"), frozenset({"secret.txt", "outside"}))
+    assert [masked_path(f, path, place) for path in (
+        "docs/guide.md", "../secret.txt", "docs/../../secret.txt", "../ws/README.md", "../ws-evil/secret.txt",
+        "../../etc/passwd", "..", "/t/secret.txt", "/t/outside/secret.txt", "/t/ws/../secret.txt",
+        "/proc/self/root/t/secret.txt", "/etc/passwd", "~/secret.txt")] == [
+        "DOCS/GUIDE.MD", "../SECRET.TXT", "DOCS/../../SECRET.TXT", "../ws/README.MD", "../ws-evil/secret.txt",
+        "../../etc/passwd", "..", "/t/SECRET.TXT", "/t/OUTSIDE/SECRET.TXT", "/t/ws/../SECRET.TXT",
+        "/proc/self/root/t/SECRET.TXT", "/etc/passwd", "~/SECRET.TXT"]
+    # A link's target, read from the folder that holds it (a/b/c below the root; outside/ beside it).
+    assert masked_path(f, "../../../../secret.txt", place, ("ws", "a", "b", "c")) == "../../../../SECRET.TXT"
+    assert masked_path(f, "../secret.txt", place, ("outside",)) == "../SECRET.TXT"
+    # With no names beside (chapters that list none), what lies beside the root is never masked.
+    alone = Place(("/t/ws", "/t/ws"))
+    assert [masked_path(f, path, alone) for path in ("../secret.txt", "/t/secret.txt", "README.md")] == [
+        "../secret.txt", "/t/secret.txt", "README.MD"]
+
+
+def test_every_scenario_the_catalogue_names_for_masking_is_one_of_its_chapter():
+    """A `published_form` or `replayable` entry naming no scenario (renamed, removed) would name nothing at a grade."""
+    from course.judge.index import expected_scenarios
+    from course.manifest import CHAPTERS
+
+    root = Path(__file__).resolve().parent.parent
+    for chapter in CHAPTERS:
+        names = {e.scenario for e in expected_scenarios(chapter, root) if not e.generated}
+        listed = set(chapter.published_form) | set(chapter.replayable)
+        assert listed <= names, (chapter.module, sorted(listed - names))
+        assert not set(chapter.published_form) & set(chapter.replayable), chapter.module

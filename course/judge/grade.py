@@ -200,17 +200,32 @@ def reference_folder(chapter: Chapter, root: Path, work: Path) -> Path:
     return folder
 
 
-def published_form(chapter: Chapter, root: Path, hardening: float) -> dict[str, float]:
-    """The graded fixed scenarios that run in their published form all the same (the catalogue's `published_form`),
-    and the points each carries (its section's weight shared among the section's scenarios)."""
-    names = chapter.published_form
-    expected = [e for e in expected_scenarios(chapter, root) if hardening > 0 or e.track != HARDENING]
+def scenario_points(chapter: Chapter, root: Path, hardening: float, names, left_out=frozenset()) -> dict[str, float]:
+    """The graded fixed scenarios among `names`, and the points each carries (its section's weight shared among the
+    section's graded scenarios: those `left_out`, which no one is graded on, not counted)."""
+    expected = [e for e in expected_scenarios(chapter, root)
+                if (hardening > 0 or e.track != HARDENING) and e.scenario not in left_out]
     points = {}
     for e in expected:
         if e.scenario in names:
             weight = float(hardening if e.section == HARDENING else chapter.weights.get(e.section, 1))
             points[e.scenario] = weight / sum(other.section == e.section for other in expected)
     return points
+
+
+def published_form(chapter: Chapter, root: Path, hardening: float, left_out=frozenset()) -> dict[str, float]:
+    """The graded fixed scenarios that run in their published form all the same (the catalogue's `published_form`),
+    and the points each carries."""
+    return scenario_points(chapter, root, hardening, chapter.published_form, left_out)
+
+
+def rendered_as_published(chapter: Chapter, masking: Masking, root: Path) -> list[str]:
+    """The masked fixed scenarios whose reference's renders are their published snapshots: what they show depends
+    on nothing the mask changes (a schema's refusal, an error code alone, a path naming nothing of the workspace),
+    so a replay of their published answers passes them."""
+    stored = {e.scenario: e.snapshots for e in expected_scenarios(chapter, root) if not e.generated}
+    return sorted(name for name, renders in masking.wanted.items()
+                  if name in stored and renders == [path.read_text(encoding="utf-8") for path in stored[name]])
 
 
 def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wall: float, timeout: float,
@@ -240,8 +255,10 @@ def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wa
 
 def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: frozenset[str], *, root: Path,
                            hardening: float) -> None:
-    """On stderr: the fixed scenarios of a grade with a secret that run in their published form all the same (but
-    those the reference does not pass here, which no one is graded on), and a chapter a mask cannot protect."""
+    """On stderr: the fixed scenarios of a grade with a secret that run in their published form all the same, and
+    those whose masked form renders as the published one (both with their points: what a replay of the published
+    answers still earns), but those the reference does not pass here, which no one is graded on; and a chapter a
+    mask cannot protect. Nothing a replay passes goes unsaid."""
     published = [name for name in masking.published if name not in ungradable]
     if published:
         print(f"course grade: the reference's masked run rendered no answer for {len(published)} fixed scenario(s), "
@@ -249,13 +266,24 @@ def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: froze
               file=sys.stderr)
     if chapter.unmasked:  # (the catalogue says why a mask cannot protect the chapter's fixed scenarios)
         print(f"course grade: {chapter.unmasked}", file=sys.stderr)
-    unmaskable = {name: points for name, points in published_form(chapter, root, hardening).items()
-                  if name not in ungradable}
+    unmaskable = published_form(chapter, root, hardening, ungradable)
     if unmaskable:
         why = "; ".join(sorted(set(chapter.published_form[name] for name in unmaskable)))
         print(f"course grade: {len(unmaskable)} fixed scenario(s) cannot run masked ({why}), judged in their published "
               f"form, {sum(unmaskable.values()):.2f} point(s) a replay of their answers is not stopped from earning: "
               f"{', '.join(unmaskable)}", file=sys.stderr)
+    replayed = scenario_points(chapter, root, hardening, chapter.replayable, ungradable)
+    if replayed:
+        why = "; ".join(sorted(set(chapter.replayable[name] for name in replayed)))
+        print(f"course grade: {len(replayed)} fixed scenario(s) run masked, but their right answer depends on nothing a "
+              f"mask changes ({why}), {sum(replayed.values()):.2f} point(s) a tool replaying the published answers "
+              f"earns: {', '.join(replayed)}", file=sys.stderr)
+    same = [name for name in rendered_as_published(chapter, masking, root) if name not in unmaskable]
+    replayable = scenario_points(chapter, root, hardening, same, ungradable)
+    if replayable:
+        print(f"course grade: {len(replayable)} fixed scenario(s) render the same masked as published (what they show "
+              f"depends on nothing the mask changes), {sum(replayable.values()):.2f} point(s) a replay of their "
+              f"published answers earns: {', '.join(replayable)}", file=sys.stderr)
 
 
 def _target(link: Path) -> str:

@@ -281,7 +281,7 @@ def chapter_module(name: str, module: ModuleType) -> Any:
     if mask is None or chapter is None:
         return module
     if chapter.masked_tools:
-        return workspace_mask.MaskedToolModule(module, mask, chapter.masked_tools)
+        return workspace_mask.MaskedToolModule(module, mask, chapter.masked_tools, chapter.masked_beside)
     if chapter.masked_calls:
         return _MaskedModule(module, mask, chapter.masked_calls)
     return module

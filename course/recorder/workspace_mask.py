@@ -23,6 +23,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from course.runtime.tools import Tool, ToolExecutionContext
@@ -41,24 +42,56 @@ def masked_bytes(f: Callable[[str], str], data: bytes) -> bytes:
     return f(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
-def masked_path(f: Callable[[str], str], path: str, roots: tuple[str, ...], depth: int = 0) -> str:
-    """A path with the names that lie below the root masked: relative to a directory `depth` levels below the
-    root (0: the root), or absolute under one of `roots` (the root as given, and its real path). `..` and `.`
-    are kept, and a name reached after climbing out of the root is outside: kept, as any other absolute path."""
+PROC_ROOT = "/proc/self/root"
+"""A prefix naming the file system's root again: a path under it names what the path after it names."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a workspace stands: its root (as given, and its real path), the folders holding it, and the names
+    beside it that its chapter's tests make (the catalogue's `masked_beside`, as they stand on the disk now)."""
+
+    roots: tuple[str, ...]
+    beside: frozenset[str] = frozenset()
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return tuple(os.path.dirname(root) for root in self.roots)
+
+    def masks(self, where: list[str]) -> bool:
+        """Whether a name in the folder `where` (its names from a folder holding the root) is masked: below the
+        root, or beside it and named in `beside` (or below such a name)."""
+        if not where:
+            return False
+        return where[0] in {os.path.basename(root) for root in self.roots} or where[0] in self.beside
+
+
+def masked_path(f: Callable[[str], str], path: str, place: Place, where: tuple[str, ...] | None = None) -> str:
+    """A path with the names that lie below the root (and the `beside` names next to it) masked: relative to the
+    folder `where` (its names from the root's folder; None: the root itself), or absolute under a root or,
+    with names beside, under a root's folder (either also through /proc/self/root). `..` and `.` are kept; a name reached beyond the root's folder is
+    outside (kept, as any other absolute path)."""
     if not isinstance(path, str):
         return path
-    prefix, rest = "", path
+    names = os.path.basename(place.roots[0])
+    prefix, rest, at = "", path, [names] if where is None else list(where)
     if path.startswith("/"):
-        root = next((r for r in roots if path == r or path.startswith(r + "/")), None)
-        if root is None:
+        starts = [(r, [os.path.basename(r)]) for r in place.roots] + [(p, []) for p in place.parents] * bool(place.beside)
+        starts += [(PROC_ROOT + r, at) for r, at in starts]  # (the same place, through the process's root)
+        found = next(((r, w) for r, w in starts if path == r or path.startswith(r + "/")), None)
+        if found is None:
             return path
-        prefix, rest, depth = root, path[len(root):], 0
-    parts = []
+        prefix, rest, at = found[0], path[len(found[0]):], list(found[1])
+    parts, beyond = [], False
     for part in rest.split("/"):
         if part == "..":
-            depth -= 1
-        elif part not in ("", ".") and depth >= 0:
-            part, depth = f(part), depth + 1
+            beyond = beyond or not at
+            at = at[:-1]
+        elif part not in ("", "."):
+            name = part
+            if not beyond and (place.masks(at) or (not at and part in place.beside)):
+                part = f(part)
+            at.append(name)
         parts.append(part)
     return prefix + "/".join(parts)
 
@@ -79,42 +112,61 @@ def _mask_file(f: Callable[[str], str], path: str) -> None:
             _OS["close"](fd)
 
 
-def mask_tree(f: Callable[[str], str], root: str) -> None:
-    """Every name, file and link target below `root` through `f` (masked, or unmasked with the inverse)."""
-    roots = (root, os.path.realpath(root))
-    for folder, directories, files in os.walk(root, topdown=False):
-        depth = 0 if folder == root else os.path.relpath(folder, root).count("/") + 1
+def _mask_entry(f: Callable[[str], str], path: str, place: Place, where: tuple[str, ...]) -> None:
+    """One entry (not followed) of the folder `where`: a link's target or a file's bytes, then its name."""
+    with contextlib.suppress(OSError):
+        kind = stat.S_IFMT(_OS["lstat"](path).st_mode)
+        if kind == stat.S_IFLNK:
+            target = masked_path(f, _OS["readlink"](path), place, where)
+            _OS["unlink"](path)
+            _OS["symlink"](target, path)
+        elif kind == stat.S_IFREG:
+            _mask_file(f, path)
+        _OS["rename"](path, os.path.join(os.path.dirname(path), f(os.path.basename(path))))
+
+
+def mask_tree(f: Callable[[str], str], top: str, place: Place) -> None:
+    """Every name, file and link target below `top` (a root, or a name beside it) through `f` (masked, or
+    unmasked with the inverse); `place` says how a link's target is read."""
+    parent = os.path.dirname(top)
+    for folder, directories, files in os.walk(top, topdown=False):
+        where = tuple(os.path.relpath(folder, parent).split("/"))
         for name in files + directories:
-            path = os.path.join(folder, name)
-            with contextlib.suppress(OSError):
-                kind = stat.S_IFMT(_OS["lstat"](path).st_mode)
-                if kind == stat.S_IFLNK:
-                    target = masked_path(f, _OS["readlink"](path), roots, depth)
-                    _OS["unlink"](path)
-                    _OS["symlink"](target, path)
-                elif kind == stat.S_IFREG:
-                    _mask_file(f, path)
-                _OS["rename"](path, os.path.join(folder, f(name)))
+            _mask_entry(f, os.path.join(folder, name), place, where)
 
 
 class MaskedWorkspace:
     """One root's masking while the tool works in it (calls of one batch may overlap: masked once)."""
 
-    def __init__(self, mask: Any, root: str) -> None:
+    def __init__(self, mask: Any, root: str, beside: tuple[str, ...] = ()) -> None:
         self.mask, self.root, self.users = mask, os.path.abspath(root), 0  # (a relative root: the cwd's now)
-        self.roots = (self.root, os.path.realpath(self.root))
+        self.roots, self.beside = (self.root, os.path.realpath(self.root)), beside
+
+    def place(self, forward: bool) -> Place:
+        """The place as it stands on the disk: published (before masking), or masked (before unmasking)."""
+        return Place(self.roots, frozenset(self.beside if forward else map(self.mask.text, self.beside)))
+
+    def _mask_all(self, forward: bool) -> None:
+        f, place = (self.mask.text if forward else self.mask.untext), self.place(forward)
+        mask_tree(f, self.root, place)
+        for parent in {os.path.realpath(parent) for parent in place.parents}:  # (once, however the root is spelled)
+            for name in sorted(place.beside):
+                path = os.path.join(parent, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    mask_tree(f, path, place)
+                _mask_entry(f, path, place, ())
 
     @contextlib.contextmanager
     def masked(self) -> Iterator[None]:
         if self.users == 0:
-            mask_tree(self.mask.text, self.root)
+            self._mask_all(forward=True)
         self.users += 1
         try:
             yield
         finally:
             self.users -= 1
             if self.users == 0:
-                mask_tree(self.mask.untext, self.root)
+                self._mask_all(forward=False)
 
     def arguments(self, arguments: Any, texts: tuple[str, ...]) -> Any:
         """A call's arguments as the tool gets them: its path, and the `texts` (an edit's), masked."""
@@ -122,7 +174,7 @@ class MaskedWorkspace:
             return arguments
         masked = copy.deepcopy(arguments)
         if isinstance(masked.get("path"), str):
-            masked["path"] = masked_path(self.mask.text, masked["path"], self.roots)
+            masked["path"] = masked_path(self.mask.text, masked["path"], self.place(True))
         for key in texts:
             if isinstance(masked.get(key), str):
                 masked[key] = self.mask.text(masked[key])
@@ -148,15 +200,16 @@ class MaskedWorkspace:
 
     def published_path(self, path: str) -> str:
         """A path the kernel names while the workspace is masked, as the test knows it."""
-        return masked_path(self.mask.untext, path, self.roots) if self.users else path
+        return masked_path(self.mask.untext, path, self.place(False)) if self.users else path
 
 
 class MaskedToolModule:
     """A chapter's module as a masked scenario's test sees it: the tools its makers (the catalogue entry's
-    `masked_tools`: name -> the argument texts to mask) make work on the masked workspace."""
+    `masked_tools`: name -> the argument texts to mask) make work on the masked workspace, and the names its tests
+    make beside the workspace (`masked_beside`) masked with it."""
 
-    def __init__(self, module: Any, mask: Any, makers: dict[str, tuple[str, ...]]) -> None:
-        self._module, self._mask, self._makers = module, mask, makers
+    def __init__(self, module: Any, mask: Any, makers: dict[str, tuple[str, ...]], beside: tuple[str, ...] = ()) -> None:
+        self._module, self._mask, self._makers, self._beside = module, mask, makers, beside
         mask.records_views = True  # (what its tests record is their view of the answers: masked when written)
 
     def __getattr__(self, name: str) -> Any:
@@ -167,7 +220,7 @@ class MaskedToolModule:
         def make(root: Any, *args: Any, **kwargs: Any) -> Any:
             if not isinstance(root, (str, os.PathLike)) or not os.path.isdir(root):
                 return found(root, *args, **kwargs)  # (refused as the tool refuses it, unmasked: no workspace)
-            workspace = self._mask.workspaces.setdefault(os.path.abspath(root), MaskedWorkspace(self._mask, root))
+            workspace = self._mask.workspaces.setdefault(os.path.abspath(root), MaskedWorkspace(self._mask, root, self._beside))
             with workspace.masked():  # (what the tool reads of the workspace when it is made is masked too)
                 tool = found(root, *args, **kwargs)
             return workspace.tool(tool, self._makers[name]) if isinstance(tool, Tool) else tool
