@@ -379,3 +379,16 @@ def test_course_prints_a_lone_surrogate_as_its_escape_instead_of_crashing(monkey
     print("plan: \ud800")  # what a failing plan's description may hold
     strict.flush()
     assert strict.buffer.getvalue().decode("utf-8").endswith("plan: \\ud800\n")
+
+
+@pytest.mark.parametrize("command", [["check", "07"], ["status"], ["hint", "07"]])
+def test_impl_that_is_a_file_or_missing_is_refused_saying_what_it_takes(command, tmp_path, capsys):
+    from course.judge import cli
+
+    module = tmp_path / "ch07_agent_loop.py"
+    module.write_text("", encoding="utf-8")
+    for given, said in ((module, "is a file: --impl takes the directory"), (tmp_path / "nowhere", "is not a directory")):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main([*command, "--impl", str(given)])
+        assert stopped.value.code == 2
+        assert said in capsys.readouterr().err

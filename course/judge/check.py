@@ -20,9 +20,23 @@ from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
 
 
+def implementation_directory(given: str) -> str:
+    """--impl's value: a directory of chapter modules. A file or a missing path is refused now, saying so,
+    rather than judged as a directory with none of the chapter's modules (the reference standing in)."""
+    path = Path(given)
+    if path.is_file():
+        folder = str(path.parent) or "."
+        raise argparse.ArgumentTypeError(f"{given} is a file: --impl takes the directory that holds your chapter "
+                                         f"modules (chNN_name.py), e.g. --impl {folder}")
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{given} is not a directory: --impl takes the directory that holds your "
+                                         "chapter modules (chNN_name.py)")
+    return given
+
+
 def implementation_options(parser: argparse.ArgumentParser) -> None:
     """--impl and --chain, as every command that judges a student's code takes them."""
-    parser.add_argument("--impl", metavar="DIR", default=None,
+    parser.add_argument("--impl", metavar="DIR", default=None, type=implementation_directory,
                         help="your chapter modules (default: $TINY_PI_IMPL, else ./student if it exists, "
                              "else the reference)")
     parser.add_argument("--chain", action="store_true",
