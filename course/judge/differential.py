@@ -96,9 +96,11 @@ def same_plans_everywhere() -> Iterator[None]:
 def _settings(count: int, *, shrink: bool):
     from hypothesis import HealthCheck, Phase, settings
 
+    from course.judge.drawing import BACKEND
+
     phases = [Phase.explicit, Phase.generate, Phase.shrink] if shrink else [Phase.explicit, Phase.generate]
     return settings(max_examples=count, deadline=None, database=None, derandomize=False, phases=phases,
-                    print_blob=False, suppress_health_check=list(HealthCheck))
+                    print_blob=False, suppress_health_check=list(HealthCheck), backend=BACKEND)
 
 
 CACHE_ENV = "TINY_PI_CACHE"
