@@ -386,8 +386,8 @@ def _also(plan: ExecutionPlan) -> list[str]:
     """The sentences an execution plan leans on besides its kind's: what else its tool does."""
     does = plan["does"]
     also = ["context-as-is"] if does["progress"] else []
-    if does["meddle"]:
-        also.append("arguments-copy" if does["meddleWhen"] == "during" else "copy-after-return")
+    if does["meddle"]:  # (what a tool changes after it returned is its copy too: the deep copy keeps the call)
+        also += ["arguments-copy"] if does["meddleWhen"] == "during" else ["arguments-copy", "copy-after-return"]
     if plan.get("signalAborted"):
         also.append("signal-not-checked")
     return also
