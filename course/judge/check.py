@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.judge import contracts, mutants, shrunk
-from course.judge.report import Report, enforces
+from course.judge.report import STARTER, Report, enforces
 from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, reference_oracle, rerun_command
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root, default_implementation, shown
@@ -197,8 +197,8 @@ def show_smallest_plans(chapter: Chapter, run: ChapterRun, implementation: str, 
     plain pytest child (`course.judge.shrunk`): a minimal counterexample beside the first failing plan."""
     failing = {shrunk.section_of(v.scenario): v for v in run.verdicts if v.status == "failed"}
     failing.pop(None, None)
-    if not failing:
-        return
+    if not failing or any(STARTER in str(v.problem or "") for v in run.verdicts):
+        return  # (an untouched starter fails every plan alike: writing the functions comes first)
     print(f"\nshrinking the first failing plan of {len(failing)} generated scenario(s) with Hypothesis "
           f"(up to {shrunk.SHRINK_SECONDS:g} s each)...", flush=True)
     found = shrunk.smallest_plans(chapter.test_file, str(Path(implementation).resolve()), chain, seed,
