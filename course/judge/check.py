@@ -12,8 +12,8 @@ import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from course.judge import contracts, mutants
-from course.judge.report import Report, enforces
+from course.judge import contracts, mutants, shrunk
+from course.judge.report import STARTER, Report, enforces
 from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, reference_oracle, rerun_command
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root, default_implementation, shown
@@ -160,9 +160,10 @@ def nothing_to_judge(chapter: Chapter) -> str:
 
 def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quiet: bool = False,
               timeout: float | None = None, hardening: bool = False, seed: int | None = None,
-              oracle: tuple[dict, dict] = (None, None)) -> tuple[ChapterRun, mutants.Diagnosis]:
+              oracle: tuple[dict, dict] = (None, None), shrink: bool = False) -> tuple[ChapterRun, mutants.Diagnosis]:
     """Judge one chapter and print it (unless `quiet`); return the run and its diagnosis. `oracle`: the
-    generated plans and the reference's renderings of them (session.reference_oracle), if computed already."""
+    generated plans and the reference's renderings of them (session.reference_oracle), if computed already.
+    `shrink`: after a generated section failed, show the smallest plan that still diverges (`shrunk`)."""
     root = course_root()
     if not quiet:
         print(f"Chapter {chapter.number} — {chapter.title}")
@@ -197,10 +198,30 @@ def run_check(chapter: Chapter, implementation: str | None, chain: bool, *, quie
         print("the test process stopped before any scenario ran; its last words:")
         print("\n".join("  " + printable(line) for line in run.output_tail.rstrip().splitlines()[-15:]))
     found = diagnosis(chapter, run, implementation, chain)
+    if shrink and not quiet and not run.import_errors and yours(chapter, implementation):
+        show_smallest_plans(chapter, run, implementation, chain, seed)
     if not quiet:
         report.summarize(run)
         summarize(chapter, run, implementation, found)
     return run, found
+
+
+def show_smallest_plans(chapter: Chapter, run: ChapterRun, implementation: str, chain: bool, seed: int | None) -> None:
+    """Each failing generated section's smallest plan that still diverges, from Hypothesis's shrinking in a
+    plain pytest child (`course.judge.shrunk`): a minimal counterexample beside the first failing plan."""
+    failing = {shrunk.section_of(v.scenario): v for v in run.verdicts if v.status == "failed"}
+    failing.pop(None, None)
+    if not failing or any(STARTER in str(v.problem or "") for v in run.verdicts):
+        return  # (an untouched starter fails every plan alike: writing the functions comes first)
+    print(f"\nshrinking the first failing plan of {len(failing)} generated scenario(s) with Hypothesis "
+          f"(up to {shrunk.SHRINK_SECONDS:g} s each)...", flush=True)
+    found = shrunk.smallest_plans(chapter.test_file, str(Path(implementation).resolve()), chain, seed,
+                                  list(failing), hardening=any(v.track == HARDENING for v in failing.values()))
+    for section, verdict in failing.items():
+        if section in found:
+            shrunk.print_smallest(verdict.scenario, found[section])
+        else:
+            print(f"{verdict.scenario}: no smaller plan found in time (the plan shown above is the first that failed)")
 
 
 def summarize(chapter: Chapter, run: ChapterRun, implementation: str | None,
@@ -245,7 +266,8 @@ def check(args: argparse.Namespace) -> int:
     chapter = find_chapter(args.chapter)
     implementation = default_implementation(args.impl)
     run, found = run_check(chapter, implementation, args.chain, timeout=getattr(args, "timeout", None),
-                           hardening=getattr(args, "hardening", False), seed=getattr(args, "seed", None))
+                           hardening=getattr(args, "hardening", False), seed=getattr(args, "seed", None),
+                           shrink=True)
     if args.json:
         report = results_json(chapter, run, implementation, args.chain, course_root(), found)
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # as `course grade --results` makes its folder

@@ -96,9 +96,12 @@ def same_plans_everywhere() -> Iterator[None]:
 def _settings(count: int, *, shrink: bool):
     from hypothesis import HealthCheck, Phase, settings
 
+    from course.judge.drawing import BACKEND
+
     phases = [Phase.explicit, Phase.generate, Phase.shrink] if shrink else [Phase.explicit, Phase.generate]
     return settings(max_examples=count, deadline=None, database=None, derandomize=False, phases=phases,
-                    print_blob=False, suppress_health_check=list(HealthCheck))
+                    print_blob=False, suppress_health_check=list(HealthCheck), backend=BACKEND,
+                    report_multiple_bugs=False)
 
 
 CACHE_ENV = "TINY_PI_CACHE"
@@ -280,59 +283,94 @@ class SectionStopped(BaseException):
 
 
 def compare_section(module: str, section: str) -> None:
-    """Plain pytest: every plan of the section on the implementation under test and on the reference."""
-    from hypothesis import example, given, note
-    from hypothesis import seed as with_seed
+    """Plain pytest: every plan of the section on the implementation under test and on the reference. A failing
+    plan is shrunk by Hypothesis (for SHRINK_SECONDS at the most): the failure shows the smallest plan it found
+    that still diverges, in words and as JSON, and the first failing plan it came from."""
+    from course.judge.shrunk import PLANS_SEED_ENV, SHRINK_SECONDS, SHRUNK_ENV, Failures, ShrinkingStopped
 
     name, hunt_seed = profile()
-    strategy = judge_scenarios.for_chapter(module).STRATEGIES[section]
+    seed = hunt_seed if hunt_seed is not None else os.environ.get(PLANS_SEED_ENV) or None
+    seed = int(seed) if isinstance(seed, str) and seed.isdigit() else seed  # (`course check --seed N`'s)
     runner = asyncio.Runner()
-    known = published_renders(module, section) if hunt_seed is None else {}
-
-    def pinned(test):
-        for plan in reversed(pinned_plans(module, section)):  # (decorators apply bottom-up: keep the file's order)
-            test = example(plan)(test)
-        return test
-
-    @with_seed(section_seed(module, section, hunt_seed))
-    @_settings(examples(module, section, PROFILES[name]), shrink=True)
-    @pinned
-    @given(strategy)
-    def check(plan):
-        key = plan_key(plan)  # (before the run: the code under test could change the plan)
-        try:
-            with time_limit(PLAN_TIMEOUT, "a generated plan") as watch:
-                record = run_plan(module, plan, impl.load_checkpoint, runner)
-                got = render_record(record)
-        except PlanTimedOut:
-            watch.fired = watch.fired or 1
-        if watch.fired:  # not shrunk: each smaller plan could spin as long again
-            raise SectionStopped(f"plan: {describe(module, plan)}\nit did not finish within {PLAN_TIMEOUT:g} s")
-        left = [task for task in asyncio.all_tasks(runner.get_loop())]
-        expected = known.get(key) or render_record(run_plan(module, plan, impl.load_reference, runner))
-        problem = verdict(module, plan, got, expected)
-        if problem is None and left:
-            problem = f"plan: {describe(module, plan)}\n{len(left)} task(s) still running after the run ended"
-        if problem is not None:
-            if hunt_seed is not None:
-                note(f"profile {name}, seed {hunt_seed}: rerun with {PROFILE_ENV}={name} {SEED_ENV}={hunt_seed}")
-            note(got)
-            if record.get("interrupted"):  # not shrunk: each smaller plan could spin as long again
-                raise SectionStopped(problem)
-            raise AssertionError(problem)
-
+    count = examples(module, section, PROFILES[name])
+    pinned = len(pinned_plans(module, section))
+    failures = Failures(module, section, pinned + count)
+    if os.environ.get(SHRUNK_ENV):  # `course check`'s shrinking: pinned plans never shrink (Hypothesis runs them as
+        failures.calls, pinned = pinned, 0  # they are), so only the drawn ones run, counted after them
+    check = _section_test(module, section, seed, count, runner, failures, pinned > 0,
+                          known=published_renders(module, section, seed) if hunt_seed is None else {},
+                          hunt=(name, hunt_seed) if hunt_seed is not None else None)
     stopped = None
     try:
         with same_plans_everywhere():
             check()
     except SectionStopped as error:
         stopped = error
+    except ShrinkingStopped:
+        raise AssertionError(failures.last["problem"] + f"\n(Hypothesis was still shrinking it after "
+                             f"{SHRINK_SECONDS:g} s: the smallest plan it had found)") from None
+    except AssertionError as error:
+        said = failures.shrunk_from()
+        if said:
+            error.add_note(said)
+        raise
     finally:
         if stopped is None:
             runner.close()  # (not after a time limit: closing would run the spinning task again)
     if stopped is not None:
         _abandoned.append(runner)  # kept, not collected: its loop still holds the task that spun
         raise AssertionError(str(stopped))
+
+
+def _section_test(module: str, section: str, seed, count: int, runner: asyncio.Runner, failures, with_pinned: bool,
+                  known: dict[str, str], hunt: tuple[str, int] | None) -> Callable[[], None]:
+    """The Hypothesis test of one section: each plan (the pinned ones first) on the implementation under test
+    and on the reference; a failing one shrinks."""
+    from hypothesis import example, given, note
+    from hypothesis import seed as with_seed
+
+    def pinned(test):
+        for plan in reversed(pinned_plans(module, section) if with_pinned else []):  # (decorators apply bottom-up: keep the file's order)
+            test = example(plan)(test)
+        return test
+
+    @with_seed(section_seed(module, section, seed))
+    @_settings(count, shrink=True)
+    @pinned
+    @given(judge_scenarios.for_chapter(module).STRATEGIES[section])
+    def check(plan):
+        failures.called()
+        key = plan_key(plan)  # (before the run: the code under test could change the plan)
+        record, got, left = _run_under_test(module, plan, runner)
+        expected = known.get(key) or render_record(run_plan(module, plan, impl.load_reference, runner))
+        problem = verdict(module, plan, got, expected)
+        if problem is None and left:
+            problem = f"plan: {describe(module, plan)}\n{len(left)} task(s) still running after the run ended"
+        if problem is None:
+            return
+        problem += "\nplan (JSON): " + json.dumps(plan, ensure_ascii=False, default=repr)
+        failures.failed(plan, problem)
+        if hunt is not None:
+            note(f"profile {hunt[0]}, seed {hunt[1]}: rerun with {PROFILE_ENV}={hunt[0]} {SEED_ENV}={hunt[1]}")
+        note(got)
+        if record.get("interrupted"):  # not shrunk: each smaller plan could spin as long again
+            raise SectionStopped(problem)
+        raise AssertionError(problem)
+
+    return check
+
+
+def _run_under_test(module: str, plan: dict, runner: asyncio.Runner) -> tuple[dict, str, list]:
+    """The plan's run on the implementation under test: its record, rendered, and the tasks it left running."""
+    try:
+        with time_limit(PLAN_TIMEOUT, "a generated plan") as watch:
+            record = run_plan(module, plan, impl.load_checkpoint, runner)
+            got = render_record(record)
+    except PlanTimedOut:
+        watch.fired = watch.fired or 1
+    if watch.fired:  # not shrunk: each smaller plan could spin as long again
+        raise SectionStopped(f"plan: {describe(module, plan)}\nit did not finish within {PLAN_TIMEOUT:g} s")
+    return record, got, list(asyncio.all_tasks(runner.get_loop()))
 
 
 def plan_key(plan: dict) -> str | None:
@@ -345,14 +383,14 @@ def plan_key(plan: dict) -> str | None:
         return None
 
 
-def published_renders(module: str, section: str) -> dict[str, str]:
+def published_renders(module: str, section: str, seed: str | bytes | int | None = None) -> dict[str, str]:
     """The reference's run of each published plan of the section, rendered, by `plan_key`: the ones `course check`
     keeps in the disk cache. Plain pytest draws the same plans in the default profile, so it runs the reference on
     each once, not in every run; a plan not among them (a shrunk one) runs the reference then. Nothing without
     the disk cache (it would run them all twice)."""
     if not disk_cache or cache_directory() is None:
         return {}
-    plans = draw_plans(module, section)
+    plans = draw_plans(module, section, seed=seed)
     return {plan_key(plan): render for plan, render in zip(plans, expected_renders(module, section, plans))
             if plan_key(plan) is not None}
 

@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import copy
 import json
-import random
 from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
 
 from chapters.ch07_agent_loop.judge import ch07_plans
+from course.judge.drawing import Draw, plans
 from course.manifest import HARDENING
 from chapters.ch06_tool_execution.scenarios import (
     Change, Does, ExceptionSpec, ExecutionPlan, LoopRunPlan, Outcome, ToolSpec, decode,
@@ -99,20 +99,19 @@ NOTES = [["see the log"], ["retry later", "or not"]]
 
 
 # --- schemas and the arguments that fit or break them -------------------------------------------
-# The details of a plan come from a random.Random seeded by Hypothesis: a Hypothesis r costs ~50 µs,
-# and Hypothesis repeats the later choices of a long sequence so often that 80 plans would hold a
-# handful of exceptions and schemas. Hypothesis draws the plan's kind (and shrinks it); the seed, the rest.
+# Every choice of a plan is a Hypothesis draw (`course.judge.drawing`): a failing plan shrinks towards the
+# first option of each, so the simplest comes first (a leaf schema, no extra key, a plain exception).
 
 
-def pick(r: random.Random, options: list) -> Any:
-    return options[r.randrange(len(options))]
+def pick(r: Draw, options: list) -> Any:
+    return r.sampled_from(options)
 
 
-def up_to(r: random.Random, n: int) -> int:
-    return r.randint(0, n)
+def up_to(r: Draw, n: int) -> int:
+    return r.integers(0, n)
 
 
-def schema(r: random.Random, depth: int) -> dict:
+def schema(r: Draw, depth: int) -> dict:
     kind = up_to(r, 3) if depth > 0 else 0
     if kind <= 1:
         return pick(r, LEAVES)
@@ -121,10 +120,10 @@ def schema(r: random.Random, depth: int) -> dict:
     return object_schema(r, depth - 1)
 
 
-def object_schema(r: random.Random, depth: int, *, top: bool = False) -> dict:
-    keys = [key for key in KEYS if up_to(r, 2) == 0]
+def object_schema(r: Draw, depth: int, *, top: bool = False) -> dict:
+    keys = [key for key in KEYS if r.one_in(3)]
     built: dict[str, Any] = {"type": "object", "properties": {key: schema(r, depth) for key in keys}}
-    required = [key for key in keys if r.random() < 0.5]
+    required = [key for key in keys if r.booleans()]
     if required:
         built["required"] = required
     additional = pick(r, ["absent", True, False, False, {"type": "integer"}] + [False] * 3 * top)
@@ -145,7 +144,7 @@ def fits(value: Any, kind: str) -> bool:
 STRINGS = ["a", "b/é", "", "a b", "ééé"]
 
 
-def fitting(r: random.Random, schema: dict) -> Any:
+def fitting(r: Draw, schema: dict) -> Any:
     """A value `schema` accepts."""
     if "enum" in schema:
         return pick(r, schema["enum"])
@@ -154,21 +153,21 @@ def fitting(r: random.Random, schema: dict) -> Any:
         return pick(r, STRINGS[: 2] if schema.get("minLength") else STRINGS)
     if kind == "integer":
         number = pick(r, [3, 0, 11, 2] if "minimum" in schema else [3, -4, 0, 11])
-        return float(number) if up_to(r, 5) == 0 else number  # 3.0 is an integer too
+        return float(number) if r.one_in(6) else number  # 3.0 is an integer too
     if kind == "number":
         return pick(r, [1, 0.5, -2.25, 1000.0, -3])
     if kind == "boolean":
-        return r.random() < 0.5
+        return r.booleans()
     if kind == "null":
         return None
     if kind == "array":
         return [fitting(r, schema["items"]) for _ in range(up_to(r, 3))]
     value = {}
     for key, inner in schema["properties"].items():
-        if key in schema.get("required", []) or r.random() < 0.5:
+        if key in schema.get("required", []) or r.booleans():
             value[key] = fitting(r, inner)
     additional = schema.get("additionalProperties", True)
-    if additional is not False and up_to(r, 3) == 0:
+    if additional is not False and r.one_in(4):
         value[EXTRA_KEY] = 4 if isinstance(additional, dict) else "extra"
     return value
 
@@ -198,13 +197,14 @@ def breaks(value: Any, schema: dict, path: tuple = ()) -> list[tuple]:
     return found
 
 
-def broken(r: random.Random, value: Any, schema: dict) -> tuple[Any, str]:
+def broken(r: Draw, value: Any, schema: dict) -> tuple[Any, str]:
     """`value` broken in exactly one place, and where, in words."""
     candidates = breaks(value, schema)
     chosen = pick(r, sorted({what for what, _, _ in candidates}))  # each kind of break as often, wherever it fits
     where = [candidate for candidate in candidates if candidate[0] == chosen]
     deepest = max(len(path) for _, path, _ in where)
-    what, path, key = pick(r, where if r.random() < 0.4 else [c for c in where if len(c[1]) == deepest])
+    anywhere = pick(r, [True, True, False, False, False])  # (else as deep as it goes)
+    what, path, key = pick(r, where if anywhere else [c for c in where if len(c[1]) == deepest])
     value = copy.deepcopy(value)
     inner_schema = schema
     for step in path:
@@ -235,11 +235,11 @@ NOT_JSON_VALUES = [{"$float": "nan"}, {"$float": "inf"}, "\ud800", {"$set": [1]}
 """Values a parsed object may still hold that no transcript may (markers as in the recorder's `decode`)."""
 
 
-def arguments_not_json(r: random.Random, arguments: dict) -> tuple[dict, dict]:
+def arguments_not_json(r: Draw, arguments: dict) -> tuple[dict, dict]:
     """How a call's arguments are not JSON, as (what the call carries, what the plan says of it): the text
     was cut short or was no object (`argumentsError`, the arguments left `{}`), or the object holds a
     value JSON cannot (NaN, a lone surrogate, a set; `argumentsEncoded`: markers the recorder decodes)."""
-    if r.random() < 0.5:
+    if r.booleans():
         text, why = pick(r, CUT_SHORT)
         return {"arguments": {}, "argumentsError": why, "argumentsText": text}, {"notJson": f"cut short: {why}"}
     value = pick(r, NOT_JSON_VALUES)
@@ -260,7 +260,7 @@ def containers(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
     return found
 
 
-def meddling(r: random.Random, arguments: Any, count: int) -> list[dict]:
+def meddling(r: Draw, arguments: Any, count: int) -> list[dict]:
     """How the tool changes what it received: `count` changes at any depth."""
     changes = []
     places = containers(arguments)
@@ -284,7 +284,7 @@ def text(s: str) -> dict:
     return {"type": "text", "text": s}
 
 
-def well_formed(r: random.Random) -> dict:
+def well_formed(r: Draw) -> dict:
     output: dict[str, Any] = {"content": [pick(r, [text(pick(r, TEXTS)), IMAGE]) for _ in range(up_to(r, 3))]}
     details = pick(r, DETAILS)
     if details != "absent":
@@ -296,7 +296,7 @@ def well_formed(r: random.Random) -> dict:
     return output
 
 
-def not_json(r: random.Random) -> dict:
+def not_json(r: Draw) -> dict:
     bad = pick(r, NOT_JSON)
     where = pick(r, ["content item", "content text", "details", "details deep"])
     output: dict[str, Any] = {"content": [text("ok")]}
@@ -308,24 +308,24 @@ def not_json(r: random.Random) -> dict:
         output["details"] = bad
     else:
         output["details"] = {"found": [1, {"inner": bad}]}
-    if r.random() < 0.5:
+    if r.booleans():
         output["isError"] = pick(r, [True, False, "yes"])
     return output
 
 
-def exception(r: random.Random, depth: int = 0) -> dict:
+def exception(r: Draw, depth: int = 0) -> dict:
     """An exception a tool raises: a plain one, or (not inside another) chained, noted or a group."""
     spec: dict[str, Any] = {"type": pick(r, RAISES), "args": pick(r, RAISE_ARGS)}
-    shape = up_to(r, 8) if depth == 0 else 8
-    if shape == 0:
+    shape = up_to(r, 8) if depth == 0 else 0  # (0 to 4: a plain one, the simplest)
+    if shape == 5:
         spec["cause"] = exception(r, 1)
-    elif shape == 1:
+    elif shape == 6:
         spec["context"] = exception(r, 1)
-    elif shape == 2:
+    elif shape == 7:
         spec["notes"] = pick(r, NOTES)
-    elif shape == 3:
+    elif shape == 8:
         spec = {"type": "ExceptionGroup", "args": [pick(r, ["several things failed", ""])],
-                "group": [exception(r, 1) for _ in range(r.randint(1, 3))]}
+                "group": [exception(r, 1) for _ in range(r.integers(1, 3))]}
     return spec
 
 
@@ -386,8 +386,8 @@ def _also(plan: ExecutionPlan) -> list[str]:
     """The sentences an execution plan leans on besides its kind's: what else its tool does."""
     does = plan["does"]
     also = ["context-as-is"] if does["progress"] else []
-    if does["meddle"]:
-        also.append("arguments-copy" if does["meddleWhen"] == "during" else "copy-after-return")
+    if does["meddle"]:  # (what a tool changes after it returned is its copy too: the deep copy keeps the call)
+        also += ["arguments-copy"] if does["meddleWhen"] == "during" else ["arguments-copy", "copy-after-return"]
     if plan.get("signalAborted"):
         also.append("signal-not-checked")
     return also
@@ -442,7 +442,7 @@ def _loop_beyond(loop_plan: dict) -> list[str]:
 
 # --- execution plans ----------------------------------------------------------------------------
 
-def outcome(r: random.Random, kind: str) -> Outcome:
+def outcome(r: Draw, kind: str) -> Outcome:
     """What the called tool ends with, for a plan of `kind`."""
     if kind == "output-kept":
         return {"returns": well_formed(r)}
@@ -471,16 +471,16 @@ DRAWN = {
 """The kinds a section draws its plans from (a kind listed twice, twice as often)."""
 
 
-def _registry(r: random.Random) -> tuple[list[ToolSpec], dict]:
+def _registry(r: Draw) -> tuple[list[ToolSpec], dict]:
     """One to three tools; the first, the one called, with a generated schema (returned too)."""
-    names = r.sample(TOOL_NAMES, r.randint(1, 3))
+    names = r.permutations(TOOL_NAMES)[: r.integers(1, 3)]
     parameters = object_schema(r, 2, top=True)
     tools: list[ToolSpec] = [{"name": name, "parameters": parameters if n == 0 else {"type": "object", "properties": {}}}
                              for n, name in enumerate(names)]
     return tools, parameters
 
 
-def _call(r: random.Random, plan: dict, kind: str, parameters: dict) -> None:
+def _call(r: Draw, plan: dict, kind: str, parameters: dict) -> None:
     """The plan's call (and what the plan says of its arguments), for a plan of `kind`."""
     arguments = fitting(r, parameters)
     name = plan["tools"][0]["name"]
@@ -495,7 +495,7 @@ def _call(r: random.Random, plan: dict, kind: str, parameters: dict) -> None:
         plan.update(said)
 
 
-def _does(r: random.Random, kind: str, section: str, arguments: Any) -> Does:
+def _does(r: Draw, kind: str, section: str, arguments: Any) -> Does:
     """What the called tool does: a context plan's own kind for sure, and now and then more of the same."""
     if section == "context":
         progress = pick(r, [1, 2]) if kind == "progress" else pick(r, [0, 0, 1])
@@ -507,16 +507,15 @@ def _does(r: random.Random, kind: str, section: str, arguments: Any) -> Does:
             "meddleWhen": when, "outcome": outcome(r, kind)}
 
 
-def execution_plan(seed: int, section: str) -> ExecutionPlan:
-    """The plan of one seed, in one section: its kind, the registry, the call, what the tool does."""
-    r = random.Random(seed)
+def execution_plan(r: Draw, section: str) -> ExecutionPlan:
+    """A plan of one section: its kind, the registry, the call, what the tool does."""
     kind = pick(r, DRAWN[section])
     tools, parameters = _registry(r)
     plan: dict[str, Any] = {"kind": kind, "tools": tools}
     _call(r, plan, kind, parameters)
-    plan["signalAborted"] = kind == "signal-aborted" or (section == "context" and up_to(r, 5) == 0)
+    plan["signalAborted"] = kind == "signal-aborted" or (section == "context" and r.one_in(6))
     plan["does"] = _does(r, kind, section, plan["call"]["arguments"])
-    if kind == "cancelled-while-running" and r.random() < 0.5:
+    if kind == "cancelled-while-running" and r.booleans():
         plan["signalAborted"] = True  # an aborted signal is no reason to turn a cancellation into a result
     return plan  # type: ignore[return-value]
 
@@ -533,14 +532,10 @@ def _calls(loop_plan: dict) -> list[dict]:
     return [call for step in loop_plan["steps"] for call in step["calls"]]
 
 
-def loop_plan(seed: int) -> LoopRunPlan:
+def loop_plan(r: Draw) -> LoopRunPlan:
     """A chapter 07 chapter-track plan whose calls go to the chapter 06 executor through a registry, its
     tools inside the chapter's contract."""
-    r = random.Random(seed)
-    for _ in range(100):  # about one chapter 07 plan in two runs its calls through a registry
-        plan = ch07_plans.chapter_plans(ch07_plans.Draw(r.getrandbits(64)), pick(r, LOOP_SECTIONS))
-        if plan["executor"] == "chapter06" and plan["registry"] and _calls(plan):
-            break
+    plan = ch07_plans.chapter_plans(r, pick(r, LOOP_SECTIONS), through_the_registry=True)
     for call in _calls(plan):
         call["does"] = INSIDE.get(call["does"], call["does"])
     return {"kind": "in-the-loop", "loopPlan": plan}
@@ -652,10 +647,10 @@ def _compact(value: Any) -> str:
 
 PINNED = pinned()
 
-SEEDS = st.integers(0, 2**32 - 1)
 STRATEGIES = {
-    **{section: SEEDS.map(lambda seed, section=section: execution_plan(seed, section))
+    **{section: plans(execution_plan, section)
        for section in ("arguments", "outputs", "failures", "context", "hardening_outputs")},
-    "in_the_loop": SEEDS.map(loop_plan),
+    # (a chapter 07 plan calls no tool now and then: an abort before the start, a terminal answer without calls)
+    "in_the_loop": plans(loop_plan).filter(lambda plan: bool(_calls(plan["loopPlan"]))),
     "hardening_in_the_loop": any_loop_plans,
 }

@@ -15,16 +15,17 @@ caller's cancellation, progress after a tool returned, aborts anywhere. `beyond_
 names the hardening promises a plan leans on.
 
 A plan is a `Plan`, its answers `Step`s, their calls `Call`s (`chapters.ch07_agent_loop.scenarios`).
+Every choice a builder makes is a Hypothesis draw (`course.judge.drawing.Draw`), so a failing plan shrinks:
+each list of options starts with the simplest (no text, no observer hook, the first tool behaviour, calls
+finishing in call order), and counts shrink to their lowest (fewest answers, fewest calls).
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
-from hypothesis import strategies as st
-
 from chapters.ch07_agent_loop.scenarios import MODEL_FAILURES as FAILING_MODELS, Cancel, Plan, Step
+from course.judge.drawing import Draw, plans
 
 RUNNING = ["succeed", "succeed", "succeed", "succeed", "raise", "raise_empty", "report_error", "not_json", "garbage"]
 INJECTED_ONLY = ["wrong_call", "wrong_tool", "wrong_role", "no_content", "error_not_bool"]
@@ -58,30 +59,6 @@ def _runs(executor: str, registry: bool, does: str) -> bool:
     return executor == "injected" or (registry and does not in REFUSED)
 
 
-class Draw:
-    """The choices of one plan, made by a random generator seeded from the one number Hypothesis draws.
-
-    Hypothesis pays per draw and, with a few dozen plans per section, draws mostly the simplest ones
-    and their near copies; one seed per plan makes every plan of the default profile a different one,
-    as quickly as it can be built. A failing plan is shown in words (`describe`) and as JSON.
-    """
-
-    def __init__(self, seed: int) -> None:
-        self.random = random.Random(seed)
-
-    def integers(self, low: int, high: int) -> int:
-        return self.random.randint(low, high)
-
-    def sampled_from(self, choices: list):
-        return self.random.choice(choices)
-
-    def booleans(self) -> bool:
-        return self.random.random() < 0.5
-
-    def permutations(self, items: list) -> list:
-        return self.random.sample(items, len(items))
-
-
 PROGRESS = [(0, False), (1, False), (2, False), (0, True), (1, True)]
 """(progress reports while it runs, whether it reports again after it returned), by drawn code; the report
 as it starts is drawn per step."""
@@ -100,21 +77,21 @@ def step_plans(draw: Draw, number: int, world: dict, *, reason: str, calls: tupl
     count = draw.integers(*calls)
     # One call of the step may report progress as it starts (only one: which call's tool starts first is free).
     before_at = draw.integers(0, 2 * count) - 1 if count else -1
-    text_and_holders = draw.integers(0, 1 + 2 * count * holders)
+    text = draw.booleans()
     planned = []
     for i in range(count):
-        code = draw.integers(0, len(choices) * len(progress) - 1)
-        during, late = progress[code // len(choices)]
-        planned.append({"id": f"s{number}c{i}", "does": choices[code % len(choices)], "before": int(i == before_at),
+        does = draw.sampled_from(choices)
+        during, late = draw.sampled_from(progress)
+        planned.append({"id": f"s{number}c{i}", "does": does, "before": int(i == before_at),
                         "during": during, "late": late})
     if holders and planned:  # a cancellation during this batch: some of its calls run until cancelled
-        first = (text_and_holders // 2) % count
-        planned[first]["does"] = HOLDING[text_and_holders // 2 // count % 2] if count else "hold"
-        if text_and_holders % 2 and count > 1:
+        first = draw.integers(0, count - 1)
+        planned[first]["does"] = draw.sampled_from(HOLDING)
+        if count > 1 and draw.booleans():
             planned[(first + 1) % count]["does"] = "ignore_cancel"
     running = [c["id"] for c in planned
                if _runs(world["executor"], world["registry"], c["does"]) and c["does"] not in HOLDING + ["watch"]]
-    return {"stopReason": reason, "text": text_and_holders % 2 == 1, "calls": planned,
+    return {"stopReason": reason, "text": text, "calls": planned,
             "finishOrder": draw.permutations(running)}
 
 
@@ -134,15 +111,14 @@ def abort_first(step: Step, *, holding_sibling: bool) -> None:
         next(c for c in step["calls"] if c["id"] == order[0])["does"] = "abort"
 
 
-def _world(draw: Draw) -> dict:
-    """The caller's side of a plan: its messages, a stale context["tools"], the registry, the executor."""
-    shape = draw.integers(0, 3 * 2 * 4 * 2 - 1)
-    return {
-        "input": ["one", "one", "history"][shape % 3],
-        "staleTools": shape // 3 % 2 == 1,
-        "registry": shape // 6 % 4 != 3,
-        "executor": ["chapter06", "injected"][shape // 24 % 2],
-    }
+def _world(draw: Draw, *, through_the_registry: bool = False) -> dict:
+    """The caller's side of a plan: its messages, a stale context["tools"], the registry, the executor
+    (`through_the_registry`: the probe tool registered, the chapter 06 executor)."""
+    world = {"input": draw.sampled_from(["one", "one", "history"]), "staleTools": draw.booleans()}
+    if through_the_registry:
+        return {**world, "registry": True, "executor": "chapter06"}
+    return {**world, "registry": draw.sampled_from([True, True, True, False]),
+            "executor": draw.sampled_from(["chapter06", "injected"])}
 
 
 # --- the hardening track: every freedom of the loop's collaborators ------------------------------------
@@ -200,7 +176,9 @@ def any_plans(draw: Draw, section: str) -> Plan:
     """A hardening plan: anything the loop's collaborators may do, leaning towards `section`."""
     world = _world(draw)
     steps, cancel = _any_steps(draw, section, world)
-    observer = "present" if draw.integers(0, 4) < 4 or cancel is not None else "absent"  # a cancellation's events show what it did
+    observer = draw.sampled_from(["absent", "present", "present", "present", "present"])
+    if cancel is not None:
+        observer = "present"  # a cancellation's events show what it did
     odds = {"abort": (3, 1, 5), "concurrent": (2, 8, 5), "terminals": (2, 2, 5), "pure_stop": (2, 6, 5)}.get(
         section, (3, 6, 5))
     if cancel is not None:  # the cancellation is the point of the plan: other ways to end it come seldom
@@ -213,8 +191,9 @@ def any_plans(draw: Draw, section: str) -> Plan:
 
     def hook(one_in: int):
         """None, or [event type, n]: the hook fires at the n-th event of that type (one plan in `one_in`)."""
-        code = draw.integers(0, one_in * len(targets) - 1)
-        return targets[code] if observer == "present" and code < len(targets) else None
+        if observer != "present" or not draw.one_in(one_in):
+            return None
+        return targets[draw.integers(0, len(targets) - 1)]
 
     raise_at, abort_at, mutate_at = hook(odds[0]), hook(odds[1]), hook(odds[2])
     if cancel is not None:
@@ -228,10 +207,11 @@ def any_plans(draw: Draw, section: str) -> Plan:
             hold_last(max(batches, key=lambda step: len(step["finishOrder"])))
     max_steps = draw.sampled_from([None, None, None, 1, 2, 3, 4, 6] if section != "abort"
                                   else [None, 1, 1, 2, 2, 3, 4])
-    flags = draw.integers(0, 4 * (4 if section == "abort" else 20) - 1)
-    world["contextExtra"] = flags % 3 == 1
+    world["contextExtra"] = draw.one_in(3)
+    mutate_after = draw.one_in(4)
+    abort_before_start = draw.one_in(4 if section == "abort" else 20) and cancel is None
     return {**world, "observer": observer, "raiseAt": raise_at, "abortAt": abort_at, "mutateAt": mutate_at,
-            "mutateAfter": flags % 4 == 3, "abortBeforeStart": flags // 4 == 1 and cancel is None,
+            "mutateAfter": mutate_after, "abortBeforeStart": abort_before_start,
             "maxSteps": max_steps, "cancel": cancel, "steps": steps}
 
 
@@ -294,8 +274,8 @@ ON_THE_REGISTRY = ["succeed", "succeed", "succeed", "raise", "report_error", "no
 """What a registry tool may do in the chapter track: the chapter 06 executor answers each with a result."""
 INJECTED = ["succeed", "succeed", "succeed", "raise", "report_error"]
 """What an injected executor may do in the chapter track: answer its own call with a result, or reject."""
-TEXTS = [True, False, "项目名是 tiny-pi。", "两行\nof text", "✓ done — 完成", "long " * 60]
-"""An answer's text (True: "let me see"; False: none)."""
+TEXTS = [False, True, "项目名是 tiny-pi。", "两行\nof text", "✓ done — 完成", "long " * 60]
+"""An answer's text (False: none; True: "let me see")."""
 CHAPTER_ABORTS = ["tool_start", "tool_progress", "tool_end"]
 
 
@@ -324,9 +304,13 @@ def _pure_stop(draw: Draw, world: dict, plan: dict) -> str:
 
 
 def _round_trip(draw: Draw, world: dict, plan: dict) -> str:
+    quiet = draw.sampled_from([True, False, False])  # (one plan in three: no tool reports progress)
     steps = _rounds(draw, world, draw.integers(1, 3), (1, 1))
     steps.append(_chapter_step(draw, len(steps) + 1, world, "stop", (0, 0)))
     plan["steps"] = steps
+    if quiet:
+        for call in [call for step in steps for call in step["calls"]]:
+            call["before"] = call["during"] = 0
     reported = any(call["before"] or call["during"] for step in steps for call in step["calls"])
     return "round-trip-progress" if reported else "round-trip"
 
@@ -352,14 +336,14 @@ def _concurrent(draw: Draw, world: dict, plan: dict) -> str:
 
 
 def _abort(draw: Draw, world: dict, plan: dict) -> str:
-    kind = draw.sampled_from(["abort-before-start", "abort-during-batch", "abort-during-batch", "max-steps"])
+    kind = draw.sampled_from(["abort-before-start", "abort-during-batch", "abort-during-batch", "max-steps-one",
+                              "max-steps"])
     if kind == "abort-before-start":
         steps = _rounds(draw, world, draw.integers(0, 1), (1, 2))
         plan["abortBeforeStart"] = True
-    elif kind == "max-steps":
-        plan["maxSteps"] = draw.integers(1, 4)
+    elif kind.startswith("max-steps"):
+        plan["maxSteps"] = 1 if kind == "max-steps-one" else draw.integers(2, 4)
         steps = _rounds(draw, world, plan["maxSteps"] + draw.integers(0, 2), (1, 3))
-        kind = "max-steps-one" if plan["maxSteps"] == 1 else kind
     else:
         steps = _aborted_batches(draw, world, plan)
     steps.append(_chapter_step(draw, len(steps) + 1, world, "stop", (0, 0)))
@@ -403,18 +387,19 @@ BUILDERS = {"pure_stop": _pure_stop, "round_trip": _round_trip, "terminals": _te
             "concurrent": _concurrent, "abort": _abort}
 
 
-def chapter_plans(draw: Draw, section: str) -> Plan:
-    """A chapter-track plan of `section`: inside the chapter's contract, of one of the section's kinds."""
-    world = _world(draw)
+def chapter_plans(draw: Draw, section: str, *, through_the_registry: bool = False) -> Plan:
+    """A chapter-track plan of `section`: inside the chapter's contract, of one of the section's kinds
+    (`through_the_registry`: its calls go to the chapter 06 executor, through a registry)."""
+    world = _world(draw, through_the_registry=through_the_registry)
     if section not in ("pure_stop", "round_trip"):
         world["registry"] = True  # (without it, the chapter 06 executor refuses every call: see _chapter_step)
-    plan = {**world, "observer": "present" if draw.integers(0, 4) > 0 else "absent", "raiseAt": None,
-            "abortAt": None, "mutateAt": None, "mutateAfter": draw.integers(0, 3) == 0, "abortBeforeStart": False,
-            "maxSteps": None, "cancel": None, "contextExtra": draw.integers(0, 2) == 0}
+    plan = {**world, "observer": draw.sampled_from(["absent", "present", "present", "present", "present"]),
+            "raiseAt": None, "abortAt": None, "mutateAt": None, "mutateAfter": draw.one_in(4),
+            "abortBeforeStart": False, "maxSteps": None, "cancel": None, "contextExtra": draw.one_in(3)}
     plan["kind"] = BUILDERS[section](draw, world, plan)
     if plan["abortAt"] is not None:
         plan["observer"] = "present"  # (only an observer aborts at an event)
-    if plan["observer"] == "present" and draw.integers(0, 2) == 0:  # the caller changes its messages meanwhile
+    if plan["observer"] == "present" and draw.one_in(3):  # the caller changes its messages meanwhile
         plan["mutateAt"] = [draw.sampled_from(HOOKED), draw.integers(1, 3)]
     return plan
 
@@ -428,8 +413,8 @@ def cites_of(plan: Plan) -> tuple[str, ...]:
 
 def _strategy(section: str):
     if section in HARDENING_SECTIONS:
-        return st.integers(0, 2**64 - 1).map(lambda seed: any_plans(Draw(seed), HARDENING_SECTIONS[section]))
-    return st.integers(0, 2**64 - 1).map(lambda seed: chapter_plans(Draw(seed), section))
+        return plans(any_plans, HARDENING_SECTIONS[section])
+    return plans(chapter_plans, section)
 
 
 STRATEGIES = {section: _strategy(section) for section in (*CHAPTER_SECTIONS, *HARDENING_SECTIONS)}
