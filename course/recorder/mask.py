@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from course.manifest import CHAPTERS
+from course.manifest import CHAPTERS, Chapter
 from course.recorder import workspace_mask
 from course.runtime.clock import StepClock, use_clock
 from course.runtime.tools import Registry, Tool, ToolExecutionContext
@@ -272,12 +272,17 @@ class _MaskedModule:
         return masked
 
 
+def _chapter_of(module: str | None) -> Chapter | None:
+    """The catalogue's chapter whose module is `module` (None for a module that is no chapter's)."""
+    return next((c for c in CHAPTERS if c.module == module), None)
+
+
 def chapter_module(name: str, module: ModuleType) -> Any:
     """The chapter module `name` as the scenario running gets it: masked where the scenario is and the chapter
     is called directly (its catalogue entry's `masked_calls`), or makes tools working in a workspace
     (`masked_tools`)."""
     mask = current()
-    chapter = next((c for c in CHAPTERS if c.module == name), None)
+    chapter = _chapter_of(name)
     if mask is None or chapter is None:
         return module
     if chapter.masked_tools:
@@ -289,7 +294,8 @@ def chapter_module(name: str, module: ModuleType) -> Any:
 
 def published_form(module: str | None) -> dict[str, str]:
     """The chapter's fixed scenarios that cannot run masked, and why (its catalogue entry's `published_form`)."""
-    return next((dict(c.published_form) for c in CHAPTERS if c.module == module), {})
+    chapter = _chapter_of(module)
+    return dict(chapter.published_form) if chapter is not None else {}
 
 
 _current: Mask | None = None
