@@ -232,31 +232,27 @@ def test_every_chapter_masks_its_fixed_scenarios_or_says_it_cannot(grades):
     assert "masked" not in grades.stderr("chapter08_published") + grades.stderr("chapter09_published")
 
 
-def named_unprotected(stderr: str) -> tuple[set[str], float, int]:
-    """The fixed scenarios a grade names on stderr as a replay's to earn, the points it says they carry, and the
-    lines saying so."""
-    names, points, lines = set(), 0.0, 0
+def named_unprotected(stderr: str) -> set[str]:
+    """The fixed scenarios a grade names on stderr as passed by a replay all the same (their points vouched for by
+    the rest of the chapter)."""
+    names = set()
     for line in stderr.splitlines():
-        if line.startswith("course grade: ") and " point(s) " in line and "replay" in line:
-            said, _, listed = line.rpartition(": ")
-            names |= set(listed.split(", "))
-            points += float(said.rpartition(", ")[2].split(" point(s)")[0])
-            lines += 1
-    return names, points, lines
+        if line.startswith("course grade: ") and " point(s), earned in the share " in line:
+            names |= set(line.rpartition(": ")[2].split(", "))
+    return names
 
 
 @pytest.mark.parametrize("chapter", ["chapter08", "chapter09"])
-def test_a_tool_replaying_the_published_answers_earns_only_what_the_grade_names(grades, chapter):
+def test_a_tool_replaying_the_published_answers_earns_nothing(grades, chapter):
     published, masked = grades.table(f"{chapter}_published")["replay"], grades.table(chapter)["replay"]
     # Without a secret the replay cannot be told from a correct tool ...
     assert (published["status"], published["points"]) == ("pass", published["max_points"]), published
-    # ... with one, it passes no fixed scenario the grade does not name as unprotected, and earns no more points
-    # than the grade says those carry (each line's sum rounded to 2 places, as each section's points are).
-    names, points, lines = named_unprotected(grades.stderr(chapter))
+    # ... with one, it passes no fixed scenario but those the grade names as passed by a replay all the same (a
+    # schema's refusal, say), and their points count only as far as the rest of the chapter is passed: not at all.
+    names = named_unprotected(grades.stderr(chapter))
     passed = {name for name, status in fixed(masked).items() if status == "passed"}
-    assert passed <= names, sorted(passed - names)
-    assert masked["points"] <= points + 0.01 * lines, (masked["points"], points)
-    assert masked["points"] < masked["max_points"] / 5, masked
+    assert passed and passed <= names, sorted(passed - names)
+    assert masked["points"] == 0, masked
     # (And every section of generated plans, drawn from the secret, is lost.)
     assert all(status != "passed" for name, status in masked["scenarios"].items() if name.startswith("test_generated"))
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from course.judge import secret
-from course.judge.session import Masking
+from course.judge.session import ChapterRun, Masking
+from course.manifest import HARDENING, find_chapter
 from course.recorder import mask as masks
 from course.recorder.harness import load_checkpoint, run_loop
 from course.runtime import readme_example as readme
@@ -131,3 +132,30 @@ def test_every_scenario_the_catalogue_names_for_masking_is_one_of_its_chapter():
         listed = set(chapter.published_form) | set(chapter.replayable)
         assert listed <= names, (chapter.module, sorted(listed - names))
         assert not set(chapter.published_form) & set(chapter.replayable), chapter.module
+
+
+def graded_run(chapter, passed: dict[str, bool], sections: dict[str, str]) -> ChapterRun:
+    from course.judge.session import Verdict
+    return ChapterRun(chapter, [Verdict(name, "", "passed" if ok else "failed", sections[name])
+                                for name, ok in passed.items()])
+
+
+def test_a_replay_earns_nothing_for_scenarios_whose_answer_no_mask_changes_and_a_correct_run_all():
+    """In a grade with a secret, what a replay passes all the same (a schema's refusal, a published-form scenario)
+    earns its points only in the share of the rest of the chapter track a submission passes."""
+    from course.judge.grade import grade_of
+    chapter = find_chapter("08")
+    sections = {"refuse": "A", "read": "A", "generated": "B", "beyond": HARDENING}
+    replayable = frozenset({"refuse", "beyond"})
+    everything = dict.fromkeys(sections, True)
+    correct = grade_of("correct", chapter, graded_run(chapter, everything, sections), 60, replayable=replayable)
+    assert correct.points == correct.max_points == 2 and correct.status == "pass"
+    replay = {"refuse": True, "read": False, "generated": False, "beyond": True}
+    row = grade_of("replay", chapter, graded_run(chapter, replay, sections), 60, hardening=1, replayable=replayable)
+    assert (row.points, row.sections[HARDENING][0], row.passed) == (0, 0, 1)
+    # Half the other points (the generated section, worth 1 of the 1.5 outside `refuse`) earn two thirds of its.
+    half = {"refuse": True, "read": False, "generated": True, "beyond": False}
+    row = grade_of("half", chapter, graded_run(chapter, half, sections), 60, replayable=replayable)
+    assert row.sections == {"A": [round(0.5 * 2 / 3, 2), 1.0], "B": [1.0, 1.0], HARDENING: [0.0, 0.0]}
+    # Without a secret nothing is replayable: the same run earns its scenarios' whole points.
+    assert grade_of("half", chapter, graded_run(chapter, half, sections), 60).sections["A"] == [0.5, 1.0]

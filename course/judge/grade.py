@@ -22,7 +22,7 @@ import re
 import secrets
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from course.judge import cgroups, confine, differential, processes, secret
@@ -71,26 +71,44 @@ class Grade:
     """The hardening track's scenarios passed, `3/10` (beyond the chapter: never the status), when graded."""
 
 
-def section_points(chapter: Chapter, run: ChapterRun, hardening: float = 0.0) -> dict[str, list[float]]:
-    """Points per section; the hardening track's (加固) worth `hardening`, when it was graded."""
+def section_points(chapter: Chapter, run: ChapterRun, hardening: float = 0.0,
+                   replayable: frozenset[str] = frozenset()) -> dict[str, list[float]]:
+    """Points per section; the hardening track's (加固) worth `hardening`, when it was graded. In a grade with a
+    secret, the fixed scenarios a replay of the published answers would pass (`replayable`: their answers depend on
+    nothing the mask changes) earn their share only as far as the rest of the chapter track is passed, so a correct
+    submission earns them all and one with no work of its own none."""
+    share = vouched_share(chapter, run, replayable)
     found: dict[str, list[float]] = {}
     sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
     for section in sections:
         in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
         weight = float(hardening if section == HARDENING else chapter.weights.get(section, 1))
-        earned = weight * sum(v.passed for v in in_section) / len(in_section)
-        found[section] = [round(earned, 2), weight]
+        passed = sum(v.passed * (share if v.scenario in replayable else 1.0) for v in in_section)
+        found[section] = [round(weight * passed / len(in_section), 2), weight]
     return found
 
 
+def vouched_share(chapter: Chapter, run: ChapterRun, replayable: frozenset[str]) -> float:
+    """The share of the chapter track's points a submission earns outside `replayable` (1 when there is none)."""
+    earned = possible = 0.0
+    for section in dict.fromkeys(v.section or "(no section)" for v in run.chapter_verdicts):
+        in_section = [v for v in run.chapter_verdicts if (v.section or "(no section)") == section]
+        each = float(chapter.weights.get(section, 1)) / len(in_section)
+        vouching = [v for v in in_section if v.scenario not in replayable]
+        earned += each * sum(v.passed for v in vouching)
+        possible += each * len(vouching)
+    return earned / possible if possible else 1.0
+
+
 def grade_of(name: str, chapter: Chapter, run: ChapterRun, wall: float, student: str | None = None,
-             hardening: float = 0.0) -> Grade:
+             hardening: float = 0.0, replayable: frozenset[str] = frozenset()) -> Grade:
     """One submission's row: its status, scenarios passed and points are the chapter track's; the hardening
-    track, when graded, adds its own points (`hardening`) and count, and never changes the status."""
+    track, when graded, adds its own points (`hardening`) and count, and never changes the status. The
+    `replayable` scenarios' points are vouched for by the rest (`section_points`)."""
     scenarios = {v.scenario: v.status for v in run.verdicts}
     chapter_track = run.chapter_verdicts
     passed = sum(v.passed for v in chapter_track)
-    sections = section_points(chapter, run, hardening)
+    sections = section_points(chapter, run, hardening, replayable)
     beyond = run.hardening_verdicts
     grade = Grade(name, "fail", passed, len(chapter_track), round(sum(p for p, _ in sections.values()), 2),
                   sum(w for _, w in sections.values()), "", scenarios, sections,
@@ -150,7 +168,8 @@ def grade_one(chapter: Chapter, folder: Path, *, root: Path, wall: float, timeou
                                 prepare=sandbox.prepare, forbid=sandbox.forbidden, plans=plans, wanted=wanted,
                                 hardening=hardening > 0, masking=masking)
             run.verdicts = [v for v in run.verdicts if v.scenario not in ungradable]
-            grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation, hardening=hardening)
+            grade = grade_of(folder.name, chapter, run, wall, student=sandbox.implementation, hardening=hardening,
+                             replayable=masking.replayable if masking else frozenset())
             grade.scenarios.update(dict.fromkeys(sorted(ungradable), "not graded"))
             report = None
             if results is not None:
@@ -254,36 +273,39 @@ def reference_masking(chapter: Chapter, grading_secret: bytes, *, root: Path, wa
 
 
 def say_what_is_not_masked(chapter: Chapter, masking: Masking, ungradable: frozenset[str], *, root: Path,
-                           hardening: float) -> None:
+                           hardening: float) -> frozenset[str]:
     """On stderr: the fixed scenarios of a grade with a secret that run in their published form all the same, and
-    those whose masked form renders as the published one (both with their points: what a replay of the published
-    answers still earns), but those the reference does not pass here, which no one is graded on; and a chapter a
-    mask cannot protect. Nothing a replay passes goes unsaid."""
+    those whose masked form renders as the published one, with their points, but those the reference does not pass
+    here, which no one is graded on; and a chapter a mask cannot protect. Returns them all: a replay of the published
+    answers passes them, so their points count only as far as the rest of the chapter is passed."""
     published = [name for name in masking.published if name not in ungradable]
     if published:
         print(f"course grade: the reference's masked run rendered no answer for {len(published)} fixed scenario(s), "
-              f"judged in their published form (a replay of their answers is not stopped): {', '.join(published)}",
-              file=sys.stderr)
+              f"judged in their published form: {', '.join(published)}", file=sys.stderr)
     if chapter.unmasked:  # (the catalogue says why a mask cannot protect the chapter's fixed scenarios)
         print(f"course grade: {chapter.unmasked}", file=sys.stderr)
     unmaskable = published_form(chapter, root, hardening, ungradable)
     if unmaskable:
         why = "; ".join(sorted(set(chapter.published_form[name] for name in unmaskable)))
         print(f"course grade: {len(unmaskable)} fixed scenario(s) cannot run masked ({why}), judged in their published "
-              f"form, {sum(unmaskable.values()):.2f} point(s) a replay of their answers is not stopped from earning: "
-              f"{', '.join(unmaskable)}", file=sys.stderr)
+              f"form, {sum(unmaskable.values()):.2f} point(s){VOUCHED}: {', '.join(unmaskable)}", file=sys.stderr)
     replayed = scenario_points(chapter, root, hardening, chapter.replayable, ungradable)
     if replayed:
         why = "; ".join(sorted(set(chapter.replayable[name] for name in replayed)))
         print(f"course grade: {len(replayed)} fixed scenario(s) run masked, but their right answer depends on nothing a "
-              f"mask changes ({why}), {sum(replayed.values()):.2f} point(s) a tool replaying the published answers "
-              f"earns: {', '.join(replayed)}", file=sys.stderr)
+              f"mask changes ({why}), {sum(replayed.values()):.2f} point(s){VOUCHED}: {', '.join(replayed)}",
+              file=sys.stderr)
     same = [name for name in rendered_as_published(chapter, masking, root) if name not in unmaskable]
-    replayable = scenario_points(chapter, root, hardening, same, ungradable)
-    if replayable:
-        print(f"course grade: {len(replayable)} fixed scenario(s) render the same masked as published (what they show "
-              f"depends on nothing the mask changes), {sum(replayable.values()):.2f} point(s) a replay of their "
-              f"published answers earns: {', '.join(replayable)}", file=sys.stderr)
+    alike = scenario_points(chapter, root, hardening, same, ungradable)
+    if alike:
+        print(f"course grade: {len(alike)} fixed scenario(s) render the same masked as published (what they show "
+              f"depends on nothing the mask changes), {sum(alike.values()):.2f} point(s){VOUCHED}: {', '.join(alike)}",
+              file=sys.stderr)
+    return frozenset(published) | frozenset(unmaskable) | frozenset(replayed) | frozenset(alike)
+
+
+VOUCHED = (", earned in the share of the chapter's other points a submission earns (a replay of the published "
+           "answers earns none of them)")
 
 
 def _target(link: Path) -> str:
@@ -354,7 +376,8 @@ def grade(args: argparse.Namespace) -> int:
     ungradable = reference_gaps(chapter, root=root, wall=args.timeout, timeout=args.scenario_timeout,
                                 isolate=isolate, plans=plans, wanted=wanted, hardening=hardening, masking=masking)
     if masking is not None:
-        say_what_is_not_masked(chapter, masking, ungradable, root=root, hardening=hardening)
+        masking = replace(masking, replayable=say_what_is_not_masked(chapter, masking, ungradable, root=root,
+                                                                     hardening=hardening))
     grades = grade_in_parallel(chapter, folders, args.jobs, root=root, wall=args.timeout,
                                timeout=args.scenario_timeout, isolate=isolate, plans=plans, wanted=wanted,
                                results=results, shown=shown, ungradable=ungradable, hardening=hardening,

@@ -160,6 +160,9 @@ class Masking:
     here is judged against its published snapshots (empty while the reference's own masked run is recorded)."""
     published: tuple[str, ...] = ()
     """Fixed scenarios that run in their published form (no masked rendering of the reference's was found)."""
+    replayable: frozenset[str] = frozenset()
+    """Fixed scenarios a replay of the published answers passes all the same (those in their published form, and
+    those whose answer depends on nothing a mask changes): their points are vouched for by the rest (grade.py)."""
 
     def plans_entry(self) -> dict:
         """What the child reads of it, in its plans file: the key and the scenarios left published."""
