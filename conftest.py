@@ -10,6 +10,7 @@ import pytest
 
 from course.runtime.clock import StepClock, use_clock
 from course.recorder.pytest_plugin import scenario_snapshot
+from course.recorder import selection
 
 # The `course` command tests: they wait on child processes, which start before the first test.
 HARNESS_MODULE = "test_harness_cli"
@@ -19,6 +20,8 @@ STARTS_EARLY = (HARNESS_MODULE, "test_hints", "test_watch", "test_grade_hostile"
 
 
 def pytest_configure(config):
+    if config.option.collectonly:  # (no test runs, so no snapshot is "unused": syrupy would fail a whole file's)
+        config.option.disable_unused_snapshots = True
     gc.disable()  # importing and collecting the test modules makes no garbage worth finding (see below)
     config.addinivalue_line(
         "markers", "section(name): the chapter section a scenario comes from; `pytest -k NAME` selects it"
@@ -31,6 +34,17 @@ def pytest_configure(config):
         "markers", "hardening(*names): a check of the hardening track (section 加固, beyond the chapter), with the "
                    "project's promises it holds (names of the chapter's PROMISES in each chapter's `judge/contract.py`)"
     )
+
+
+def pytest_ignore_collect(collection_path, config):
+    # `pytest -k ch07` (no path given): chapter 07's folder alone is collected (course/recorder/selection.py).
+    if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return None
+    if not hasattr(config, "_chapter_folders"):
+        config._chapter_folders = selection.chapter_folders(config.getoption("keyword") or "")
+    if config._chapter_folders is not None and selection.left_out(collection_path, config._chapter_folders):
+        return True
+    return None
 
 
 def pytest_collection_finish(session):
