@@ -36,6 +36,23 @@ def pytest_configure(config):
     )
 
 
+PLAIN_MARKS = "not gate and not commands"
+"""The marks pyproject.toml's addopts select: the plain suite."""
+MOST_WORKERS = 4
+"""Workers for the whole plain suite: more would each pay the suite's collection for less and less."""
+
+
+def pytest_xdist_auto_num_workers(config):
+    # `-n auto` (pyproject.toml): the whole plain suite on every CPU; anything narrower in this process, where
+    # starting workers (each collecting the suite) costs more than it saves. The command tests' children load
+    # the CPUs themselves. PYTEST_XDIST_AUTO_NUM_WORKERS still decides when it is set.
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    whole = (config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.getoption("keyword")
+             and config.getoption("markexpr") == PLAIN_MARKS)
+    return min(len(os.sched_getaffinity(0)), MOST_WORKERS) if whole else 0
+
+
 def pytest_ignore_collect(collection_path, config):
     # `pytest -k ch07` (no path given): chapter 07's folder alone is collected (course/recorder/selection.py).
     if config.args_source != pytest.Config.ArgsSource.TESTPATHS:

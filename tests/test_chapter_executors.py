@@ -70,6 +70,7 @@ def test_both_tracks_are_there():
                                            "test_generated[hardening_in_the_loop]"} <= BEYOND_THE_CHAPTER
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 @pytest.mark.parametrize("executor", [e.name for e in EXECUTORS])
 def test_an_executor_written_from_the_chapter_fails_only_the_hardening_track(outcomes, executor):
     """It passes every fixed test and every generated section of the chapter track; whatever it fails is beyond
@@ -80,6 +81,7 @@ def test_an_executor_written_from_the_chapter_fails_only_the_hardening_track(out
     assert outcomes[executor].passed == len(SCENARIOS) - len(BEYOND_THE_CHAPTER)  # every one of the chapter's ran
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 @pytest.mark.parametrize("wrong", WRONG_EXECUTORS, ids=lambda wrong: wrong.name)
 def test_an_executor_breaking_a_sentence_fails_the_chapter_track(outcomes, wrong):
     """...in the fixed tests that cite the sentence (and no other) and in the sections whose plans do."""
@@ -144,6 +146,7 @@ def test_the_starter_asks_only_for_what_the_chapter_teaches():
         assert beyond not in source, f"the chapter 06 starter names {beyond!r}, which the chapter does not teach"
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 def test_an_untouched_starter_fails_every_fixed_test(outcomes):
     judged = outcomes["starter"]
     fixed = [name for name in judged.failed if not name.startswith("test_generated[")]

@@ -99,6 +99,7 @@ def outcomes() -> dict[str, mutants.Outcome]:
     return {outcome.variant: outcome for outcome in judged}
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 @pytest.mark.parametrize("loop", [loop.name for loop in CHAPTER_LOOPS])
 def test_a_loop_written_from_the_chapter_passes_every_fixed_test(outcomes, loop):
     fixed_failures = [name for name in outcomes[loop].failed
@@ -107,6 +108,7 @@ def test_a_loop_written_from_the_chapter_passes_every_fixed_test(outcomes, loop)
     assert outcomes[loop].passed >= 20  # the fixed tests ran (a loop that passes nothing is not a pass)
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 @pytest.mark.parametrize("loop", [loop.name for loop in CHAPTER_LOOPS])
 def test_a_loop_written_from_the_chapter_fails_only_the_hardening_track(outcomes, loop):
     """Whatever such a loop fails is beyond the chapter: the hardening track's scenarios, which the chapter's
@@ -116,18 +118,21 @@ def test_a_loop_written_from_the_chapter_fails_only_the_hardening_track(outcomes
     assert failed, f"{loop} passes the hardening track too: it is not a loop written from the chapter alone"
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 @pytest.mark.parametrize("loop", [loop.name for loop in CHAPTER_LOOPS])
 @pytest.mark.parametrize("section", SECTIONS)
 def test_a_loop_written_from_the_chapter_passes_the_generated_plans(outcomes, loop, section):
     assert f"test_generated[{section}]" not in outcomes[loop].failed
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 def test_a_chapter_loop_opting_into_the_runtime_passes_everything(outcomes):
     """The hardening the chapter's tests hold a loop to today comes from the runtime: the gather loop with the
     opt-ins passes every test, those beyond the chapter and the generated plans included."""
     assert outcomes["gather-opted-in"].failed == [] and outcomes["gather-opted-in"].passed >= 35
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 @pytest.mark.parametrize("wrong", WRONG_LOOPS, ids=lambda wrong: wrong.name)
 def test_a_loop_breaking_a_sentence_of_the_chapter_fails_its_fixed_test(outcomes, wrong):
     """...and only the fixed tests of that sentence: the others pass, as they pass the loop it was made from."""
@@ -161,6 +166,7 @@ def test_the_starter_asks_only_for_what_the_chapter_teaches():
         assert beyond not in source, f"the chapter 07 starter names {beyond!r}, which the chapter does not teach"
 
 
+@pytest.mark.commands  # judges whole implementations in worker processes (seconds each)
 def test_an_untouched_starter_fails_every_fixed_test(outcomes):
     judged = outcomes["starter"]
     fixed = [name for name in judged.failed if not name.startswith("test_generated[")]

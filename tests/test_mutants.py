@@ -188,6 +188,7 @@ def test_every_variant_has_a_stored_signature():
             f"chapter {chapter.number}'s gallery changed: run `course mutants --write-signatures`"
 
 
+@pytest.mark.commands  # judges variants in worker processes (seconds each)
 def test_the_command_fails_when_a_variant_survives(capsys):
     deselect = [arg for test in sorted(LENGTH_FAILURES) for arg in ("--deselect", test)]
     assert main(["mutants", "07", "--variant", "length-executes-tools", *deselect]) == 1
@@ -213,6 +214,7 @@ def test_without_a_chapter_the_command_judges_every_chapter_and_fails_on_any_sur
     assert re.search(rf"^{mutants.variants(GALLERIED[-1])[1].name} +SURVIVED \(3 tests passed\)$", out, re.MULTILINE)
 
 
+@pytest.mark.commands  # judges variants in worker processes (seconds each)
 def test_the_command_passes_when_every_variant_is_killed(capsys):
     assert main(["mutants", "07", "--variant", "length-executes-tools"]) == 0
     out = capsys.readouterr().out
@@ -221,6 +223,7 @@ def test_the_command_passes_when_every_variant_is_killed(capsys):
     assert re.search(rf"^length-executes-tools +{killed_by}", out, re.MULTILINE), out
 
 
+@pytest.mark.commands  # judges variants in worker processes (seconds each)
 def test_a_crashing_or_stale_variant_is_reported_and_the_rest_still_judged():
     chapter = find_chapter("07")
     dies = mutants.Mutant("dies", "纯文本 stop", "h", "return await stream.result()", "import os\nos._exit(3)")
