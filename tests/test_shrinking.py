@@ -79,3 +79,25 @@ def test_a_wrong_loop_fails_and_the_plan_shown_is_shrunk_to_fewer_answers_and_ca
     problem = found["concurrent"]["smallest"]["problem"]
     assert problem.startswith("plan: kind: batch") and "first divergence" in problem
     assert json.loads(problem.split("plan (JSON): ", 1)[1].splitlines()[0]) == smallest
+
+
+def test_in_plain_pytest_a_section_a_wrong_loop_fails_is_found_again_and_shrunk(tmp_path, monkeypatch):
+    """A section that passes runs its plans alone (no Hypothesis engine); one that diverges is handed to the
+    Hypothesis test, which finds the plan again and shrinks it: the failure is the same either way."""
+    from course.recorder import impl
+
+    student = tmp_path / "student"
+    student.mkdir()
+    shutil.copy(LOOPS / "ch07_tool_end_once_the_batch_ended.py", student / f"{CH07}.py")
+    monkeypatch.setattr(impl, "_current", impl.Implementation(student))
+    real, handed = differential._section_test, []
+    monkeypatch.setattr(differential, "_section_test", lambda *args, **kwargs: handed.append(args[1]) or real(*args, **kwargs))
+    differential.compare_section(CH07, "pure_stop")  # (this mistake shows only where tools run together)
+    with pytest.raises(AssertionError) as failed:
+        differential.compare_section(CH07, "concurrent")
+    problem = str(failed.value)
+    assert problem.startswith("plan: kind: batch") and "first divergence" in problem
+    smallest = json.loads(problem.split("plan (JSON): ", 1)[1].splitlines()[0])
+    assert calls(smallest) == 2
+    assert any(note.startswith("Hypothesis shrank plan ") for note in failed.value.__notes__)
+    assert handed == ["concurrent"]
