@@ -58,7 +58,7 @@ def pytest_ignore_collect(collection_path, config):
     if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return None
     if not hasattr(config, "_chapter_folders"):
-        config._chapter_folders = selection.chapter_folders(config.getoption("keyword") or "")
+        config._chapter_folders = selection.chapter_folders(config.getoption("keyword") or "", config.rootpath)
     if config._chapter_folders is not None and selection.left_out(collection_path, config._chapter_folders):
         return True
     return None

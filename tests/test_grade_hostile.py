@@ -164,11 +164,12 @@ class Grades:
         self.before = digest(self.course, self.hostile)
         self.seeded = workspace / "seeded"
         self.seed, feature = find_unpublished_feature()
+        self.long_secret = long_secret(feature)
         write(self.seeded / "reference", REFERENCE)
         write(self.seeded / "tuned", tuned_to(feature))
         self.secret_file = workspace / "grading-secret.txt"
-        self.secret_file.write_text(LONG_SECRET + "\n", encoding="ascii")
-        write(self.seeded / "finds_secret", in_the_loop(WRONG, FIND_SECRET))
+        self.secret_file.write_text(self.long_secret + "\n", encoding="ascii")
+        write(self.seeded / "finds_secret", in_the_loop(WRONG, find_secret(self.long_secret)))
         self.sharded = workspace / "sharded"
         for name, source in (("ana", REFERENCE), ("ben", WRONG), ("cy", "def run_agent_loop(options:\n")):
             write(self.sharded / name, source)
@@ -912,8 +913,19 @@ def test_chapter_06_is_graded_with_the_loop_its_plans_run_in(grades):
 
 # --- Issue 23: secrets a submission cannot reach, and nothing that outlives a grade without the sandbox.
 
-LONG_SECRET = secrets.token_hex(16)
-"""A grading secret of 128 bits, given in a file (--seed-file)."""
+def long_secret(feature: tuple) -> str:
+    """A grading secret of 128 bits, given in a file (--seed-file), whose plans hold `feature`, which no published
+    plan has and the tuned submission has no answer for: random, drawn again until its plans hold it (about three
+    secrets in four do), so that the grade fails the tuned submission in every run."""
+    module = LOOP.module
+    sections = [s for s, name in recorder_scenarios.for_chapter(module).SECTIONS.items() if name != HARDENING]
+    while True:
+        candidate = secrets.token_hex(16)
+        if any(plan_feature(plan) == feature for section in sections
+               for plan in differential.draw_plans(module, section, seed=candidate.encode())):
+            return candidate
+
+
 GRADER_KEY = f"grader-{MARK}"
 GRADER_PAYLOAD = f"keyring-{secrets.token_hex(8)}".encode()
 """A key the grader's session keyring holds (as a login shell's or a service's would): no submission reads it."""
@@ -958,22 +970,24 @@ for _key in _k["find"]({HANDOFF!r}):
 '''
 # In the loop: looks for the grading secret everywhere a process can look (its command line, environment,
 # plans, and every process's command line and environment it can see), once.
-FIND_SECRET = f'''
+def find_secret(hidden: str) -> str:
+    """In the loop: looks for `hidden` everywhere a process can look, once."""
+    return f'''
 global _LOOKED
 try:
     _LOOKED
 except NameError:
     import os as _o, sys as _s
     _LOOKED, _places = True, []
-    if {LONG_SECRET!r} in " ".join(_s.argv) or any({LONG_SECRET!r} in _v for _v in _o.environ.values()):
+    if {hidden!r} in " ".join(_s.argv) or any({hidden!r} in _v for _v in _o.environ.values()):
         _places.append("its own command line or environment")
     for _arg in _s.argv:
-        if _arg.startswith("--course-plans=") and {LONG_SECRET!r} in open(_arg[15:], errors="replace").read():
+        if _arg.startswith("--course-plans=") and {hidden!r} in open(_arg[15:], errors="replace").read():
             _places.append("its plans")
     for _pid in filter(str.isdigit, _o.listdir("/proc")):
         for _name in ("cmdline", "environ"):
             try:
-                if {LONG_SECRET.encode()!r} in open(f"/proc/{{_pid}}/{{_name}}", "rb").read():
+                if {hidden.encode()!r} in open(f"/proc/{{_pid}}/{{_name}}", "rb").read():
                     _places.append(f"/proc/{{_pid}}/{{_name}}")
             except OSError:
                 pass
@@ -1092,10 +1106,10 @@ def test_a_seed_search_finds_a_short_secret_and_never_a_long_ones_plans(grades, 
         return [n for n in range(1, 50) if differential.draw_plans(module, section, seed=n) == seen]
 
     assert search(differential.draw_plans(module, section, seed=grades.seed)) == [grades.seed]
-    assert search(differential.draw_plans(module, section, seed=LONG_SECRET)) == []
-    key = hmac.new(LONG_SECRET.encode(), f"plans\0{module}\0{section}".encode(), hashlib.sha256).digest()
-    assert differential.section_seed(module, section, LONG_SECRET) == int.from_bytes(key, "big") >= 2**32
-    others = {differential.section_seed(module, other, LONG_SECRET)
+    assert search(differential.draw_plans(module, section, seed=grades.long_secret)) == []
+    key = hmac.new(grades.long_secret.encode(), f"plans\0{module}\0{section}".encode(), hashlib.sha256).digest()
+    assert differential.section_seed(module, section, grades.long_secret) == int.from_bytes(key, "big") >= 2**32
+    others = {differential.section_seed(module, other, grades.long_secret)
               for other in differential.judge_scenarios.for_chapter(module).STRATEGIES}
     assert len(others) == len(differential.judge_scenarios.for_chapter(module).STRATEGIES)
 

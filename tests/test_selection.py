@@ -1,5 +1,6 @@
 """`pytest -k ch07` collects chapter 07's folder alone (course/recorder/selection.py), and nothing else changes."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ FOLDER = {number: ROOT / find_chapter(number).folder for number in ("06", "07", 
     ("ch09 or ch06", ["06", "09"]),
 ])
 def test_a_keyword_every_selection_of_which_names_a_chapter_collects_those_chapters(keyword, numbers):
-    assert chapter_folders(keyword) == [FOLDER[number] for number in numbers]
+    assert chapter_folders(keyword, ROOT) == [FOLDER[number] for number in numbers]
 
 
 @pytest.mark.parametrize("keyword", [
@@ -30,7 +31,7 @@ def test_a_keyword_every_selection_of_which_names_a_chapter_collects_those_chapt
     "ch07 or a or b or c or d or e or f or g or h or i",  # (too many other words to try every way)
 ])
 def test_any_other_keyword_collects_everything(keyword):
-    assert chapter_folders(keyword) is None
+    assert chapter_folders(keyword, ROOT) is None
 
 
 def test_what_is_left_out_is_everything_but_the_folders_and_the_way_to_them():
@@ -41,9 +42,9 @@ def test_what_is_left_out_is_everything_but_the_folders_and_the_way_to_them():
     assert left_out(ROOT / "tests" / "test_shrinking.py", folders)
 
 
-def collected(*args: str) -> list[str]:
+def collected(*args: str, root: Path = ROOT) -> list[str]:
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return [line for line in done.stdout.splitlines() if "::" in line]
 
@@ -53,3 +54,13 @@ def test_pytest_k_ch07_collects_its_folder_alone_and_a_path_given_is_collected_a
     assert ids and all(i.startswith("chapters/ch07_agent_loop/") for i in ids), ids
     # With a path, -k selects among what the path holds, as pytest always does.
     assert collected("tests/test_shrinking.py", "-k", "ch07")
+
+
+def test_in_a_copy_of_the_course_pytest_k_ch07_collects_the_copys_folder(tmp_path):
+    """The course installed from one checkout, its tests run in another (as the command tests do)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(FOLDER["07"], copy / "chapters" / FOLDER["07"].name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "conftest.py"):
+        shutil.copy(ROOT / name, copy)
+    ids = collected("-k", "ch07", root=copy)
+    assert ids and all(i.startswith("chapters/ch07_agent_loop/") for i in ids), ids

@@ -14,7 +14,7 @@ import itertools
 import re
 from pathlib import Path
 
-from course.manifest import CHAPTERS, ROOT
+from course.manifest import CHAPTERS
 
 OPERATORS = {"and", "or", "not", "true", "false"}
 CHAPTER_WORD = re.compile(r"ch\d\d\w*")
@@ -25,9 +25,10 @@ MOST_OTHER_WORDS = 8
 """Identifiers besides the chapters' that are tried every way (2**8 evaluations of the expression at the most)."""
 
 
-def chapter_folders(keyword: str) -> list[Path] | None:
-    """The folders of the chapters a `-k` expression can select something of, when it selects nothing outside
-    them; None when it may (or when it cannot be read here: pytest then says what is wrong with it)."""
+def chapter_folders(keyword: str, root: Path) -> list[Path] | None:
+    """The folders under `root` (pytest's root directory: a copy of the course may be tested with the course
+    installed from elsewhere) of the chapters a `-k` expression can select something of, when it selects nothing
+    outside them; None when it may (or when it cannot be read here: pytest then says what is wrong with it)."""
     if not keyword.strip() or not re.fullmatch(r"[\w\s()\-:+.\[\]\\/]+", keyword):
         return None  # (nothing given, or keyword arguments and quotes this reading does not try)
     try:
@@ -44,7 +45,7 @@ def chapter_folders(keyword: str) -> list[Path] | None:
         return None
     if _can_select(expression, others, true=set()):
         return None  # it selects something naming no chapter
-    return [ROOT / chapter.folder for chapter, names in named.items() if _can_select(expression, others, names)]
+    return [root / chapter.folder for chapter, names in named.items() if _can_select(expression, others, names)]
 
 
 def _can_select(expression, others: list[str], true: set[str]) -> bool:
