@@ -110,12 +110,17 @@ def snapshot(request):
     return scenario_snapshot(request)
 
 
+SPINNER = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in range(100_000): pass\n"
+"""A busy neighbour: it spins while the session that started it lives (a session killed outright leaves none)."""
+
+
 @pytest.fixture(scope="session", autouse=True)
 def busy_neighbours():
     """TINY_PI_BUSY=N: N processes spinning beside the whole session, so that a run shows its verdicts do not
-    depend on the machine's load (CI runs the command tests so)."""
-    count = int(os.environ.get("TINY_PI_BUSY") or 0)
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    depend on the machine's load (CI runs the command tests so). The pytest runs the tests start inherit no
+    TINY_PI_BUSY: they run beside these, not beside N more each."""
+    count = int(os.environ.pop("TINY_PI_BUSY", None) or 0)
+    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER, str(os.getpid())]) for _ in range(count)]
     yield
     for spinner in spinners:
         spinner.kill()
