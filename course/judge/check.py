@@ -14,7 +14,8 @@ from pathlib import Path
 
 from course.judge import contracts, mutants, shrunk
 from course.judge.report import STARTER, Report, enforces
-from course.judge.session import SCENARIO_TIMEOUT, ChapterRun, Verdict, judge_chapter, reference_oracle, rerun_command
+from course.judge.session import (SCENARIO_TIMEOUT, ChapterRun, Verdict, by_section, judge_chapter, reference_oracle,
+                                  rerun_command)
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root, default_implementation, shown
 from course.manifest import CHAPTERS, HARDENING, Chapter, find_chapter
@@ -297,9 +298,7 @@ def status(args: argparse.Namespace) -> int:
     rows = []
     for chapter, run in zip(CHAPTERS, runs):
         code = "yours" if yours(chapter, implementation) else "reference"
-        sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
-        for section in sections:
-            in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
+        for section, in_section in by_section(run.verdicts).items():
             failing = [v.scenario.split("::")[-1] for v in in_section if not v.passed]
             done = sum(v.passed for v in in_section)
             marks = "".join("●" if v.passed else "○" for v in in_section)

@@ -29,7 +29,7 @@ from course.judge import cgroups, confine, differential, processes, secret
 from course.judge.check import import_message, results_json
 from course.judge.index import expected_scenarios
 from course.judge.sandbox import MARK, Sandbox, SubmissionRefused, bubblewrap, knows_size
-from course.judge.session import ChapterRun, Masking, judge_chapter, said
+from course.judge.session import ChapterRun, Masking, by_section, judge_chapter, said
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import course_root
 from course.judge.contracts import BEYOND
@@ -79,9 +79,7 @@ def section_points(chapter: Chapter, run: ChapterRun, hardening: float = 0.0,
     submission earns them all and one with no work of its own none."""
     share = vouched_share(chapter, run, replayable)
     found: dict[str, list[float]] = {}
-    sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
-    for section in sections:
-        in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
+    for section, in_section in by_section(run.verdicts).items():
         weight = float(hardening if section == HARDENING else chapter.weights.get(section, 1))
         passed = sum(v.passed * (share if v.scenario in replayable else 1.0) for v in in_section)
         found[section] = [round(weight * passed / len(in_section), 2), weight]
@@ -91,8 +89,7 @@ def section_points(chapter: Chapter, run: ChapterRun, hardening: float = 0.0,
 def vouched_share(chapter: Chapter, run: ChapterRun, replayable: frozenset[str]) -> float:
     """The share of the chapter track's points a submission earns outside `replayable` (1 when there is none)."""
     earned = possible = 0.0
-    for section in dict.fromkeys(v.section or "(no section)" for v in run.chapter_verdicts):
-        in_section = [v for v in run.chapter_verdicts if (v.section or "(no section)") == section]
+    for section, in_section in by_section(run.chapter_verdicts).items():
         each = float(chapter.weights.get(section, 1)) / len(in_section)
         vouching = [v for v in in_section if v.scenario not in replayable]
         earned += each * sum(v.passed for v in vouching)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from course.judge import contracts
 from course.judge.hint_texts import KINDS, classify
-from course.judge.session import ChapterRun, Verdict, rerun_command
+from course.judge.session import ChapterRun, Verdict, by_section, rerun_command
 from course.judge.terminal import PROBLEM_LENGTH, printable
 from course.judge.testrun import shown
 from course.judge.timeline import where as divergence_where
@@ -157,9 +157,7 @@ class Report:
         if not failing or run.import_errors:
             return
         print()
-        sections = dict.fromkeys(v.section or "(no section)" for v in run.verdicts)
-        for section in sections:
-            in_section = [v for v in run.verdicts if (v.section or "(no section)") == section]
+        for section, in_section in by_section(run.verdicts).items():
             names = [v.scenario for v in in_section if not v.passed]
             if not names:
                 continue

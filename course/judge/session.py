@@ -101,6 +101,14 @@ class Verdict:
         return self.purpose or self.section
 
 
+def by_section(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
+    """The verdicts grouped by section, sections in the order they first come ("(no section)" for none)."""
+    grouped: dict[str, list[Verdict]] = {}
+    for verdict in verdicts:
+        grouped.setdefault(verdict.section or "(no section)", []).append(verdict)
+    return grouped
+
+
 @dataclass
 class ChapterRun:
     """What judging one chapter found."""
