@@ -335,7 +335,7 @@ def every_plan_agrees(module: str, section: str, seed) -> bool:
         for plan in draw_plans(module, section, seed=seed):
             key = plan_key(plan)  # (before the run: the code under test could change the plan)
             record, got, left = _run_under_test(module, plan, runner)
-            expected = known.get(key) or render_record(run_plan(module, plan, impl.load_reference, runner))
+            expected = reference_render(module, plan, key, known, runner)
             if left or got != expected:
                 return False
         return True
@@ -368,7 +368,7 @@ def _section_test(module: str, section: str, seed, count: int, runner: asyncio.R
         failures.called()
         key = plan_key(plan)  # (before the run: the code under test could change the plan)
         record, got, left = _run_under_test(module, plan, runner)
-        expected = known.get(key) or render_record(run_plan(module, plan, impl.load_reference, runner))
+        expected = reference_render(module, plan, key, known, runner)
         problem = verdict(module, plan, got, expected)
         if problem is None and left:
             problem = f"plan: {describe(module, plan)}\n{len(left)} task(s) still running after the run ended"
@@ -384,6 +384,12 @@ def _section_test(module: str, section: str, seed, count: int, runner: asyncio.R
         raise AssertionError(problem)
 
     return check
+
+
+def reference_render(module: str, plan: dict, key: str | None, known: dict[str, str], runner: asyncio.Runner) -> str:
+    """The reference's run of the plan, rendered: from `known` (the published plans' runs) by its key taken before
+    the run under test, else run now."""
+    return known.get(key) or render_record(run_plan(module, plan, impl.load_reference, runner))
 
 
 def _run_under_test(module: str, plan: dict, runner: asyncio.Runner) -> tuple[dict, str, list]:
