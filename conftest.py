@@ -53,15 +53,18 @@ def pytest_xdist_auto_num_workers(config):
     return min(len(os.sched_getaffinity(0)), MOST_WORKERS) if whole else 0
 
 
+CHAPTER_FOLDERS = pytest.StashKey[list | None]()
+"""The chapter folders `-k` collects alone (None: everything), read once per run."""
+
+
 def pytest_ignore_collect(collection_path, config):
     # `pytest -k ch07` (no path given): chapter 07's folder alone is collected (course/recorder/selection.py).
     if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return None
-    if not hasattr(config, "_chapter_folders"):
-        config._chapter_folders = selection.chapter_folders(config.getoption("keyword") or "", config.rootpath)
-    if config._chapter_folders is not None and selection.left_out(collection_path, config._chapter_folders):
-        return True
-    return None
+    if CHAPTER_FOLDERS not in config.stash:
+        config.stash[CHAPTER_FOLDERS] = selection.chapter_folders(config.getoption("keyword") or "", config.rootpath)
+    folders = config.stash[CHAPTER_FOLDERS]
+    return True if folders is not None and selection.left_out(collection_path, folders) else None
 
 
 def pytest_collection_finish(session):
