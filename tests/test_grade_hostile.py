@@ -284,11 +284,15 @@ def plan_feature(plan: dict) -> tuple | None:
     return len(steps[0].get("calls", [])), bound
 
 
+def graded_sections(module: str) -> list[str]:
+    """The chapter track's generated sections: what a grade judges unless asked for the hardening track (加固)."""
+    return [s for s, name in recorder_scenarios.for_chapter(module).SECTIONS.items() if name != HARDENING]
+
+
 def find_unpublished_feature() -> tuple[int, tuple]:
     """A seed whose plans have a feature no published (default) plan has."""
     module = LOOP.module
-    # The chapter track's sections: what a grade judges unless asked for the hardening track (加固).
-    sections = [s for s, name in recorder_scenarios.for_chapter(module).SECTIONS.items() if name != HARDENING]
+    sections = graded_sections(module)
     published = {plan_feature(p) for s in sections for p in differential.draw_plans(module, s)}
     for seed in range(1, 50):
         hidden = {plan_feature(p) for s in sections for p in differential.draw_plans(module, s, seed=seed)}
@@ -918,7 +922,7 @@ def long_secret(feature: tuple) -> str:
     plan has and the tuned submission has no answer for: random, drawn again until its plans hold it (about three
     secrets in four do), so that the grade fails the tuned submission in every run."""
     module = LOOP.module
-    sections = [s for s, name in recorder_scenarios.for_chapter(module).SECTIONS.items() if name != HARDENING]
+    sections = graded_sections(module)
     while True:
         candidate = secrets.token_hex(16)
         if any(plan_feature(plan) == feature for section in sections
