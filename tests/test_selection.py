@@ -34,6 +34,14 @@ def test_any_other_keyword_collects_everything(keyword):
     assert chapter_folders(keyword, ROOT) is None
 
 
+def test_a_root_reached_through_a_symbolic_link_names_the_same_folders(tmp_path):
+    """pytest's root may be a path through a link; the paths it collects are compared resolved."""
+    (tmp_path / "course").symlink_to(ROOT)
+    folders = chapter_folders("ch07", tmp_path / "course")
+    assert folders == [FOLDER["07"]]
+    assert not left_out(tmp_path / "course" / "chapters" / FOLDER["07"].name / "test_ch07_agent_loop.py", folders)
+
+
 def test_what_is_left_out_is_everything_but_the_folders_and_the_way_to_them():
     folders = [FOLDER["07"]]
     assert not left_out(ROOT / "chapters", folders)

@@ -45,7 +45,8 @@ def chapter_folders(keyword: str, root: Path) -> list[Path] | None:
         return None
     if _can_select(expression, others, true=set()):
         return None  # it selects something naming no chapter
-    return [root / chapter.folder for chapter, names in named.items() if _can_select(expression, others, names)]
+    return [(root / chapter.folder).resolve() for chapter, names in named.items()
+            if _can_select(expression, others, names)]
 
 
 def _can_select(expression, others: list[str], true: set[str]) -> bool:
